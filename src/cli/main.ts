@@ -1,0 +1,52 @@
+#!/usr/bin/env node
+import { keygenCommand } from './keygen.js';
+import { policyCommand } from './policy.js';
+import { serveCommand } from './serve.js';
+import { tokenCommand } from './token.js';
+import { UsageError } from './args.js';
+
+const USAGE = `agents-chain — capability-checking sidecar for HTTP services
+
+Usage: agents-chain <command> [options]
+
+Commands:
+  serve         run the sidecar in front of an app
+  keygen        create an Ed25519 key pair for an agent
+  token         mint a single-use agent+jwt for one call
+  policy check  validate a policy file (exit 1 on errors)
+
+Run "agents-chain <command> --help" for a command's options.
+`;
+
+const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
+  serve: serveCommand,
+  keygen: keygenCommand,
+  token: tokenCommand,
+  policy: policyCommand,
+};
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(USAGE);
+    return name ? 0 : 2;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    process.stderr.write(`agents-chain: unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    return await command(rest);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`agents-chain ${name}: ${err.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`agents-chain ${name}: ${(err as Error).message}\n`);
+    return 1;
+  }
+}
+
+const code = await main(process.argv.slice(2));
+if (code !== 0 || process.argv[2] !== 'serve') process.exitCode = code;

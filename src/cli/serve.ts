@@ -1,0 +1,74 @@
+import { isLogLevel, createLogger } from '../log.js';
+import { formatIssue, PolicyError } from '../policy/issues.js';
+import { loadPolicyFile } from '../policy/load.js';
+import { DEFAULT_MAX_BODY_BYTES, startSidecar } from '../proxy/server.js';
+import { parseCommand, required, UsageError } from './args.js';
+
+const USAGE = `Usage: agents-chain serve --policy FILE --upstream URL [options]
+
+Runs the sidecar: agents call --listen, checked calls go to --upstream.
+
+Options (each also read from the environment variable shown):
+  --policy FILE        policy YAML                         AGENTS_CHAIN_POLICY
+  --upstream URL       the app, e.g. http://127.0.0.1:8081 AGENTS_CHAIN_UPSTREAM
+  --listen HOST:PORT   agent-facing listener [0.0.0.0:8080] AGENTS_CHAIN_LISTEN
+  --admin HOST:PORT    operator listener: /healthz, /readyz [0.0.0.0:9090]
+                                                            AGENTS_CHAIN_ADMIN
+  --token-header NAME  header carrying the agent token [authorization]
+                                                            AGENTS_CHAIN_TOKEN_HEADER
+  --max-body BYTES     request body limit [${DEFAULT_MAX_BODY_BYTES}]        AGENTS_CHAIN_MAX_BODY
+  --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
+  -h, --help           show this help
+`;
+
+export async function serveCommand(argv: string[]): Promise<number> {
+  const args = parseCommand(argv, {
+    policy: { type: 'string' },
+    upstream: { type: 'string' },
+    listen: { type: 'string' },
+    admin: { type: 'string' },
+    'token-header': { type: 'string' },
+    'max-body': { type: 'string' },
+    'log-level': { type: 'string' },
+  }, USAGE);
+  if (!args) return 0;
+  const env = process.env;
+  const v = args.values;
+  const policyFile = required(v.policy ?? env.AGENTS_CHAIN_POLICY, '--policy', USAGE);
+  const upstream = required(v.upstream ?? env.AGENTS_CHAIN_UPSTREAM, '--upstream', USAGE);
+  const level = v['log-level'] ?? env.AGENTS_CHAIN_LOG_LEVEL ?? 'info';
+  if (!isLogLevel(level)) throw new UsageError(`--log-level must be debug, info, warn or error, got "${level}"`);
+  const maxBodyText = v['max-body'] ?? env.AGENTS_CHAIN_MAX_BODY;
+  const maxBodyBytes = maxBodyText === undefined ? undefined : Number(maxBodyText);
+  if (maxBodyBytes !== undefined && !(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes >= 0)) {
+    throw new UsageError(`--max-body must be a whole number of bytes, got "${maxBodyText}"`);
+  }
+  const log = createLogger(level);
+
+  let policy;
+  try {
+    policy = await loadPolicyFile(policyFile);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    for (const issue of err.issues) log.error('invalid policy', { file: issue.file, line: issue.line, column: issue.column, key: issue.key, problem: issue.message });
+    process.stderr.write(`${err.issues.map(formatIssue).join('\n')}\nrefusing to start with an invalid policy\n`);
+    return 1;
+  }
+
+  const sidecar = await startSidecar({
+    policy,
+    upstream,
+    listen: v.listen ?? env.AGENTS_CHAIN_LISTEN ?? '0.0.0.0:8080',
+    admin: v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090',
+    tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
+    maxBodyBytes,
+    log,
+  });
+  const stop = (signal: string): void => {
+    log.info('shutting down', { signal });
+    void sidecar.close().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  return 0;
+}

@@ -1,0 +1,62 @@
+/**
+ * Every denial the sidecar can answer with. Codes are stable API: clients,
+ * dashboards and alerts key on them. The HTTP status of each lives here and
+ * nowhere else.
+ */
+export const DENIAL_STATUS = {
+  // request shape
+  invalid_path: 400,
+  invalid_query: 400,
+  invalid_header: 400,
+  invalid_body: 400,
+  body_too_large: 413,
+  unsupported_media_type: 415,
+  unknown_route: 404,
+  // token (the seed's verification table)
+  token_missing: 401,
+  token_invalid: 401,
+  agent_not_found: 401,
+  token_expired: 401,
+  token_replayed: 401,
+  capability_denied: 403,
+  constraint_violated: 403,
+  // dependencies
+  replay_store_unavailable: 503,
+  upstream_unavailable: 502,
+  internal_error: 500,
+} as const satisfies Record<string, number>;
+
+export type DenialCode = keyof typeof DENIAL_STATUS;
+
+export interface ConstraintViolation {
+  field: string;
+  constraint: 'max' | 'min' | 'in' | 'not_in' | 'exact';
+  expected: unknown;
+  actual: unknown;
+  message: string;
+}
+
+/** A typed refusal: what a pipeline stage returns instead of continuing. */
+export interface Denial {
+  readonly denied: true;
+  readonly code: DenialCode;
+  readonly message: string;
+  readonly violations?: ConstraintViolation[];
+}
+
+export function deny(code: DenialCode, message: string, violations?: ConstraintViolation[]): Denial {
+  return violations ? { denied: true, code, message, violations } : { denied: true, code, message };
+}
+
+export function isDenial(v: unknown): v is Denial {
+  return typeof v === 'object' && v !== null && (v as Denial).denied === true;
+}
+
+export function statusOf(code: DenialCode): number {
+  return DENIAL_STATUS[code];
+}
+
+/** The JSON body every denial is answered with. */
+export function denialBody(d: Denial): { error: DenialCode; message: string; violations?: ConstraintViolation[] } {
+  return d.violations ? { error: d.code, message: d.message, violations: d.violations } : { error: d.code, message: d.message };
+}

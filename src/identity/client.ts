@@ -1,0 +1,58 @@
+import { randomUUID } from 'node:crypto';
+import { importJWK, SignJWT, type JWK } from 'jose';
+import { thumbprintOf } from './keys.js';
+
+export const AGENT_TOKEN_TYPE = 'agent+jwt';
+/** The longest lifetime a verifier accepts (exp - iat). */
+export const MAX_TOKEN_LIFETIME_SECONDS = 60;
+
+export interface AgentSigner {
+  agentId: string;
+  /** The key thumbprint, sent as `iss`. */
+  thumbprint: string;
+  /** Mints a fresh single-use token for one call of `capability`. */
+  sign(capability: string, options?: { ttlSeconds?: number; now?: number; jti?: string }): Promise<string>;
+}
+
+/**
+ * Client helper for agents written in TypeScript: one signer per agent key,
+ * one fresh token per call.
+ *
+ *   const signer = await createAgentSigner(privateJwk, 'agent-billing-bot');
+ *   fetch(url, { headers: { authorization: `Bearer ${await signer.sign('createInvoice')}` } });
+ */
+export async function createAgentSigner(privateJwk: JWK, agentId: string): Promise<AgentSigner> {
+  if (privateJwk.kty !== 'OKP' || privateJwk.crv !== 'Ed25519' || !privateJwk.d) {
+    throw new Error('an Ed25519 private JWK (kty OKP, crv Ed25519, with "d") is required');
+  }
+  const key = await importJWK(privateJwk, 'EdDSA');
+  const thumbprint = await thumbprintOf(privateJwk as Record<string, unknown>);
+  return {
+    agentId,
+    thumbprint,
+    async sign(capability, options = {}) {
+      const ttl = options.ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS;
+      const iat = options.now ?? Math.floor(Date.now() / 1000);
+      return new SignJWT({})
+        .setProtectedHeader({ alg: 'EdDSA', typ: AGENT_TOKEN_TYPE })
+        .setSubject(agentId)
+        .setIssuer(thumbprint)
+        .setAudience(capability)
+        .setIssuedAt(iat)
+        .setExpirationTime(iat + ttl)
+        .setJti(options.jti ?? randomUUID())
+        .sign(key);
+    },
+  };
+}
+
+/** One-shot form of createAgentSigner(...).sign(...). */
+export async function mintAgentToken(opts: {
+  privateJwk: JWK;
+  agentId: string;
+  capability: string;
+  ttlSeconds?: number;
+}): Promise<string> {
+  const signer = await createAgentSigner(opts.privateJwk, opts.agentId);
+  return signer.sign(opts.capability, { ttlSeconds: opts.ttlSeconds });
+}

@@ -1,0 +1,8 @@
+/** Library surface: the client helper for TypeScript agents, and the sidecar for embedding and tests. */
+export { createAgentSigner, mintAgentToken, AGENT_TOKEN_TYPE, MAX_TOKEN_LIFETIME_SECONDS, type AgentSigner } from './identity/client.js';
+export { generateAgentKeyPair, thumbprintOf, importAgentKey } from './identity/keys.js';
+export { loadPolicyFile, loadPolicyText } from './policy/load.js';
+export { PolicyError, formatIssue, type PolicyIssue } from './policy/issues.js';
+export { startSidecar, type Sidecar, type SidecarOptions } from './proxy/server.js';
+export { MemoryReplayStore, ReplayStoreUnavailableError, type ReplayStore } from './auth/replay.js';
+export { DENIAL_STATUS, type DenialCode, type ConstraintViolation } from './errors.js';

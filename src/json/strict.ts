@@ -1,0 +1,173 @@
+/**
+ * A strict JSON parser (RFC 8259) for bytes the sidecar must judge: tokens and
+ * constrained request bodies. JSON.parse silently keeps the last of duplicate
+ * keys, turns 1e400 into Infinity, rounds 2^53+1 and accepts lone surrogates;
+ * an app parsing the same bytes differently could then see values the sidecar
+ * never checked. Here each of those is an error.
+ */
+export class StrictJsonError extends Error {
+  constructor(message: string, readonly offset: number) {
+    super(`${message} at offset ${offset}`);
+    this.name = 'StrictJsonError';
+  }
+}
+
+const MAX_DEPTH = 64;
+
+export function parseStrictJson(text: string): unknown {
+  const p = new Parser(text);
+  p.ws();
+  const v = p.value(0);
+  p.ws();
+  if (p.i !== text.length) p.fail('unexpected data after JSON value');
+  return v;
+}
+
+/** Decodes UTF-8 bytes strictly (no BOM, no invalid sequences), then parses. */
+export function parseStrictJsonBytes(bytes: Uint8Array): unknown {
+  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
+    throw new StrictJsonError('byte order mark is not allowed', 0);
+  }
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new StrictJsonError('invalid UTF-8', 0);
+  }
+  return parseStrictJson(text);
+}
+
+class Parser {
+  i = 0;
+  constructor(private readonly s: string) {}
+
+  fail(msg: string): never {
+    throw new StrictJsonError(msg, this.i);
+  }
+
+  ws(): void {
+    const s = this.s;
+    while (this.i < s.length) {
+      const c = s.charCodeAt(this.i);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) this.i++;
+      else break;
+    }
+  }
+
+  value(depth: number): unknown {
+    if (depth > MAX_DEPTH) this.fail('nesting too deep');
+    const c = this.s[this.i];
+    switch (c) {
+      case '{': return this.object(depth);
+      case '[': return this.array(depth);
+      case '"': return this.string();
+      case 't': return this.literal('true', true);
+      case 'f': return this.literal('false', false);
+      case 'n': return this.literal('null', null);
+      default:
+        if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
+        return this.fail(c === undefined ? 'unexpected end of input' : `unexpected character ${JSON.stringify(c)}`);
+    }
+  }
+
+  literal<T>(word: string, v: T): T {
+    if (!this.s.startsWith(word, this.i)) this.fail('invalid literal');
+    this.i += word.length;
+    return v;
+  }
+
+  object(depth: number): Record<string, unknown> {
+    // Null prototype: a "__proto__" key is an ordinary key, never a prototype.
+    const out: Record<string, unknown> = Object.create(null);
+    this.i++;
+    this.ws();
+    if (this.s[this.i] === '}') { this.i++; return out; }
+    for (;;) {
+      if (this.s[this.i] !== '"') this.fail('expected string key');
+      const keyAt = this.i;
+      const key = this.string();
+      if (Object.hasOwn(out, key)) { this.i = keyAt; this.fail(`duplicate key ${JSON.stringify(key)}`); }
+      this.ws();
+      if (this.s[this.i] !== ':') this.fail('expected ":"');
+      this.i++;
+      this.ws();
+      out[key] = this.value(depth + 1);
+      this.ws();
+      const c = this.s[this.i];
+      if (c === ',') { this.i++; this.ws(); continue; }
+      if (c === '}') { this.i++; return out; }
+      this.fail('expected "," or "}"');
+    }
+  }
+
+  array(depth: number): unknown[] {
+    const out: unknown[] = [];
+    this.i++;
+    this.ws();
+    if (this.s[this.i] === ']') { this.i++; return out; }
+    for (;;) {
+      out.push(this.value(depth + 1));
+      this.ws();
+      const c = this.s[this.i];
+      if (c === ',') { this.i++; this.ws(); continue; }
+      if (c === ']') { this.i++; return out; }
+      this.fail('expected "," or "]"');
+    }
+  }
+
+  number(): number {
+    const m = /^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+    m.lastIndex = this.i;
+    const r = m.exec(this.s);
+    if (!r) this.fail('invalid number');
+    const text = r[0];
+    const n = Number(text);
+    if (!Number.isFinite(n)) this.fail('number out of range');
+    if (r[1] === undefined && r[2] === undefined && !Number.isSafeInteger(n)) this.fail('integer outside the safe range');
+    this.i += text.length;
+    return n;
+  }
+
+  string(): string {
+    const s = this.s;
+    this.i++; // opening quote
+    let out = '';
+    let start = this.i;
+    for (;;) {
+      if (this.i >= s.length) this.fail('unterminated string');
+      const c = s.charCodeAt(this.i);
+      if (c === 0x22) { out += s.slice(start, this.i); this.i++; break; }
+      if (c < 0x20) this.fail('control character in string');
+      if (c === 0x5c) {
+        out += s.slice(start, this.i);
+        this.i++;
+        const e = s[this.i];
+        switch (e) {
+          case '"': out += '"'; break;
+          case '\\': out += '\\'; break;
+          case '/': out += '/'; break;
+          case 'b': out += '\b'; break;
+          case 'f': out += '\f'; break;
+          case 'n': out += '\n'; break;
+          case 'r': out += '\r'; break;
+          case 't': out += '\t'; break;
+          case 'u': {
+            const hex = s.slice(this.i + 1, this.i + 5);
+            if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('invalid unicode escape');
+            out += String.fromCharCode(parseInt(hex, 16));
+            this.i += 4;
+            break;
+          }
+          default: this.fail('invalid escape');
+        }
+        this.i++;
+        start = this.i;
+        continue;
+      }
+      this.i++;
+    }
+    // Escaped or raw, an unpaired surrogate has no UTF-8 form: parsers disagree on it.
+    if (!out.isWellFormed()) this.fail('lone surrogate in string');
+    return out;
+  }
+}

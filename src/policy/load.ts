@@ -1,0 +1,147 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { LineCounter, parseDocument, type Document } from 'yaml';
+import { importAgentKey, thumbprintOf } from '../identity/keys.js';
+import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/template.js';
+import { PolicyError, keyOf, locate, type PathPart, type PolicyIssue } from './issues.js';
+import { validateAgainstSchema } from './schema.js';
+import { grantKey, type Agent, type Capability, type Constraints, type Grant, type Policy, type Route } from './types.js';
+
+export async function loadPolicyFile(file: string): Promise<Policy> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(file);
+  } catch (err) {
+    throw new PolicyError([{ file, line: 1, column: 1, key: '', message: `cannot read policy: ${(err as Error).message}` }]);
+  }
+  return loadPolicyText(bytes.toString('utf8'), file);
+}
+
+/** Parses, validates and compiles a policy; throws PolicyError listing every problem. */
+export async function loadPolicyText(text: string, file = '<policy>'): Promise<Policy> {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: true });
+  const issues: PolicyIssue[] = [];
+  const at = (path: PathPart[], message: string, asKey = false): void => {
+    issues.push({ file, ...locate(doc, lines, path, asKey), key: keyOf(path), message });
+  };
+
+  for (const e of doc.errors) {
+    const pos = e.linePos?.[0] ?? { line: 1, col: 1 };
+    issues.push({ file, line: pos.line, column: pos.col, key: '', message: e.message.split('\n')[0]! });
+  }
+  if (issues.length) throw new PolicyError(issues);
+
+  const raw = doc.toJS({ maxAliasCount: 100 }) as unknown;
+  for (const p of validateAgainstSchema(raw)) at(p.path, p.message, p.asKey);
+  if (issues.length) throw new PolicyError(sorted(issues));
+
+  const policy = await compile(raw as RawPolicy, file, text, at);
+  if (issues.length) throw new PolicyError(sorted(issues));
+  return policy;
+}
+
+interface RawPolicy {
+  provider: Policy['provider'];
+  capabilities: Capability[];
+  public?: { method: string; path: string }[];
+  agents?: { id: string; name: string; publicKey: Record<string, string> }[];
+  grants?: { agent: string; capability: string; status: 'active' | 'revoked'; expiresAt?: string; constraints?: Constraints }[];
+}
+
+type At = (path: PathPart[], message: string, asKey?: boolean) => void;
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+
+async function compile(raw: RawPolicy, file: string, text: string, at: At): Promise<Policy> {
+  const capabilities = new Map<string, Capability>();
+  const routes: Route[] = [];
+  const routePaths: PathPart[][] = [];
+
+  const addRoute = (path: PathPart[], method: string, source: string, make: (t: PathTemplate) => Route): void => {
+    const t = parseTemplate(source);
+    if (typeof t === 'string') return at([...path, 'path'], t);
+    const route = make(t);
+    routes.forEach((other, i) => {
+      if (other.method === method && templatesOverlap(other.template, t)) {
+        at([...path, 'path'], `route ${method} ${source} overlaps ${keyOf(routePaths[i]!)} (${other.method} ${other.template.source})`);
+      }
+    });
+    routes.push(route);
+    routePaths.push(path);
+  };
+
+  raw.capabilities.forEach((c, i) => {
+    if (capabilities.has(c.name)) return at(['capabilities', i, 'name'], `duplicate capability name "${c.name}"`);
+    capabilities.set(c.name, c);
+    addRoute(['capabilities', i], c.method, c.path, (template) => ({ kind: 'capability', method: c.method, template, capability: c }));
+  });
+  (raw.public ?? []).forEach((p, i) => {
+    addRoute(['public', i], p.method, p.path, (template) => ({ kind: 'public', method: p.method, template }));
+  });
+
+  const agents = new Map<string, Agent>();
+  const byThumbprint = new Map<string, string>();
+  for (const [i, a] of (raw.agents ?? []).entries()) {
+    if (agents.has(a.id)) { at(['agents', i, 'id'], `duplicate agent id "${a.id}"`); continue; }
+    let key: Agent['key'];
+    let thumbprint: string;
+    try {
+      key = await importAgentKey(a.publicKey);
+      thumbprint = await thumbprintOf(a.publicKey);
+    } catch (err) {
+      at(['agents', i, 'publicKey'], `malformed Ed25519 public key: ${(err as Error).message}`);
+      continue;
+    }
+    const owner = byThumbprint.get(thumbprint);
+    if (owner) { at(['agents', i, 'publicKey'], `key already belongs to agent "${owner}"; give each agent its own key`); continue; }
+    byThumbprint.set(thumbprint, a.id);
+    agents.set(a.id, { id: a.id, name: a.name, key, thumbprint });
+  }
+
+  const grants = new Map<string, Grant>();
+  (raw.grants ?? []).forEach((g, i) => {
+    const path: PathPart[] = ['grants', i];
+    if (!(raw.agents ?? []).some((a) => a.id === g.agent)) at([...path, 'agent'], `unknown agent "${g.agent}"`);
+    const cap = capabilities.get(g.capability);
+    if (!cap) at([...path, 'capability'], `unknown capability "${g.capability}"`);
+    let expiresAt: number | undefined;
+    if (g.expiresAt !== undefined) {
+      expiresAt = Date.parse(g.expiresAt);
+      if (!RFC3339.test(g.expiresAt) || Number.isNaN(expiresAt)) at([...path, 'expiresAt'], 'must be an RFC 3339 date-time like 2027-01-01T00:00:00Z');
+    }
+    const constraints = g.constraints ?? {};
+    if (cap) checkConstraints(constraints, cap, [...path, 'constraints'], at);
+    const k = grantKey(g.agent, g.capability);
+    if (grants.has(k)) return at(path, `second grant of "${g.capability}" to "${g.agent}"; merge them into one`);
+    grants.set(k, { agent: g.agent, capability: g.capability, status: g.status, expiresAt, constraints });
+  });
+
+  return {
+    file,
+    hash: createHash('sha256').update(text).digest('hex'),
+    provider: raw.provider,
+    capabilities,
+    routes,
+    agents,
+    grants,
+  };
+}
+
+function checkConstraints(constraints: Constraints, cap: Capability, path: PathPart[], at: At): void {
+  const params = new Set(
+    (parseTemplate(cap.path) as PathTemplate).segments?.flatMap((s) => ('param' in s ? [s.param] : [])) ?? [],
+  );
+  for (const [field, rule] of Object.entries(constraints)) {
+    const here = [...path, field];
+    const head = field.split('.')[0]!;
+    if (params.has(head) && head !== field) at(here, `"${head}" is a path parameter (a string); it has no nested fields`, true);
+    if (rule.min !== undefined && rule.max !== undefined && rule.min > rule.max) at(here, `min (${rule.min}) is greater than max (${rule.max})`, true);
+  }
+}
+
+function sorted(list: PolicyIssue[]): PolicyIssue[] {
+  return [...list].sort((a, b) => a.line - b.line || a.column - b.column);
+}
+
+export type { Document };

@@ -1,0 +1,69 @@
+import type { IncomingMessage } from 'node:http';
+import { deny, type Denial } from '../errors.js';
+
+export function hasBody(req: IncomingMessage): boolean {
+  const len = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
+}
+
+/**
+ * Buffers a request body up to `limit` bytes. A declared Content-Length over
+ * the limit is refused before a byte is read; a chunked body is refused as
+ * soon as it crosses the limit.
+ */
+export function readBodyLimited(req: IncomingMessage, limit: number): Promise<Buffer | Denial> {
+  const tooLarge = deny('body_too_large', `request body exceeds ${limit} bytes`);
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limit) return Promise.resolve(tooLarge);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        req.pause();
+        resolve(tooLarge);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => { cleanup(); resolve(Buffer.concat(chunks, size)); };
+    const onError = (err: Error): void => { cleanup(); reject(err); };
+    const onAborted = (): void => { cleanup(); reject(new Error('client aborted the request')); };
+    const cleanup = (): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onAborted);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('aborted', onAborted);
+  });
+}
+
+/**
+ * A constrained body must be JSON the sidecar can read exactly as the app
+ * will: application/json (or +json), UTF-8, not compressed.
+ */
+export function checkJsonRepresentation(req: IncomingMessage): Denial | undefined {
+  const enc = req.headers['content-encoding'];
+  if (enc !== undefined && enc.trim().toLowerCase() !== 'identity') {
+    return deny('unsupported_media_type', `Content-Encoding "${enc}" is not accepted on a constrained route; send an uncompressed body`);
+  }
+  const type = req.headers['content-type'];
+  if (!type) return deny('unsupported_media_type', 'a constrained route needs Content-Type: application/json');
+  const [essence, ...params] = type.split(';').map((s) => s.trim().toLowerCase());
+  if (essence !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(essence ?? '')) {
+    return deny('unsupported_media_type', `Content-Type "${type}" is not JSON; a constrained route needs application/json`);
+  }
+  for (const p of params) {
+    const [k, v] = p.split('=').map((s) => s.trim().replace(/^"|"$/g, ''));
+    if (k === 'charset' && v !== 'utf-8' && v !== 'utf8') {
+      return deny('unsupported_media_type', `charset "${v}" is not accepted; JSON bodies must be UTF-8`);
+    }
+  }
+  return undefined;
+}

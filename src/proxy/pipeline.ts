@@ -1,0 +1,107 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { deny, denialBody, isDenial, statusOf, type Denial } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Upstream } from './forward.js';
+import { upstreamRequestHeaders } from './headers.js';
+import {
+  checkConstraints, checkGrant, checkReplay, checkRequestShape, findRoute, readArguments,
+  readBody, readToken, verifyToken, type Call, type Deps, type Stage,
+} from './stages.js';
+
+/** Every request: is it well formed, and where does it go? */
+const ROUTING: Stage[] = [checkRequestShape, findRoute];
+
+/** A capability route: the seed's verification table, then the arguments. */
+const AUTHORIZATION: Stage[] = [
+  readToken,        // Authorization: Bearer <agent+jwt>
+  verifyToken,      // steps 1–7: typ, sub, iss, aud, signature, lifetime
+  checkReplay,      // step 8: jti unseen in the window
+  checkGrant,       // step 9: active grant
+  readBody,         // bounded buffer: the bytes checked are the bytes sent
+  readArguments,    // path, query or JSON body, strictly parsed
+  checkConstraints, // step 9b: max, min, in, not_in, exact
+];
+
+export interface PipelineDeps extends Deps {
+  upstream: Upstream;
+  log: Logger;
+}
+
+export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: PipelineDeps): Promise<void> {
+  const call: Call = { req, requestId: randomUUID(), startedAt: deps.now() };
+  try {
+    const denial =
+      (await runStages(ROUTING, call, deps)) ??
+      (call.route!.kind === 'capability' ? await runStages(AUTHORIZATION, call, deps) : undefined);
+    if (denial) return refuse(call, res, denial, deps);
+    const forwarded = await forward(call, res, deps);
+    if (isDenial(forwarded)) return refuse(call, res, forwarded, deps);
+    deps.log.debug('call forwarded', { ...describe(call), status: forwarded.status });
+  } catch (err) {
+    deps.log.error('call failed', { ...describe(call), error: (err as Error).message });
+    if (!res.headersSent) refuse(call, res, deny('internal_error', 'the sidecar failed to handle this call'), deps);
+    else res.destroy();
+  }
+}
+
+async function runStages(stages: Stage[], call: Call, deps: Deps): Promise<Denial | undefined> {
+  for (const stage of stages) {
+    const denial = await stage(call, deps);
+    if (denial) return denial;
+  }
+  return undefined;
+}
+
+function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
+  const { req, route, verified } = call;
+  const isCapability = route!.kind === 'capability';
+  const identity = verified && route!.kind === 'capability'
+    ? { agentId: verified.agent.id, agentName: verified.agent.name, capability: route!.capability.name }
+    : undefined;
+  const headers = upstreamRequestHeaders(req.rawHeaders, {
+    tokenHeader: isCapability ? deps.tokenHeader : undefined,
+    identity,
+    requestId: call.requestId,
+    bodyLength: call.body?.length,
+  });
+  // Public routes are not inspected, so their body streams through untouched.
+  const body = isCapability ? call.body : req;
+  return deps.upstream.forward({ method: req.method!, target: req.url!, headers, body, requestId: call.requestId }, res);
+}
+
+function refuse(call: Call, res: ServerResponse, denial: Denial, deps: PipelineDeps): void {
+  const status = statusOf(denial.code);
+  deps.log.warn('call denied', { ...describe(call), code: denial.code, status, reason: denial.message });
+  if (res.headersSent) return void res.destroy();
+  const body = JSON.stringify(denialBody(denial));
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    'x-request-id': call.requestId,
+    'cache-control': 'no-store',
+  };
+  if (status === 401) headers['www-authenticate'] = wwwAuthenticate(denial, deps.policy.provider.issuer);
+  // An unread body would otherwise be drained into a connection we no longer trust.
+  if (!call.req.complete) headers.connection = 'close';
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+/** RFC 6750 challenge: no error attribute when no token was sent at all. */
+function wwwAuthenticate(denial: Denial, issuer: string): string {
+  const realm = `Bearer realm="${issuer}"`;
+  return denial.code === 'token_missing' ? realm : `${realm}, error="invalid_token", error_description="${denial.code}"`;
+}
+
+function describe(call: Call): Record<string, unknown> {
+  const route = call.route;
+  return {
+    requestId: call.requestId,
+    method: call.req.method,
+    path: call.target?.path ?? call.req.url,
+    capability: route?.kind === 'capability' ? route.capability.name : undefined,
+    agent: call.verified?.agent.id,
+    durationMs: Date.now() - call.startedAt,
+  };
+}

@@ -1,0 +1,142 @@
+import type { IncomingMessage } from 'node:http';
+import { extractToken } from '../auth/extract.js';
+import { findActiveGrant } from '../auth/grant.js';
+import { ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js';
+import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type VerifiedToken } from '../auth/verify.js';
+import { argumentLookup, planArguments, type ArgumentPlan } from '../constraints/arguments.js';
+import { evaluateConstraints } from '../constraints/evaluate.js';
+import { deny, isDenial, type Denial } from '../errors.js';
+import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
+import type { Grant, Policy, Route } from '../policy/types.js';
+import { matchRoute } from '../routing/match.js';
+import { queryNames, readConstrainedQuery } from '../routing/query.js';
+import { parseTarget, type RequestTarget } from '../routing/target.js';
+import { checkJsonRepresentation, hasBody, readBodyLimited } from './body.js';
+import { repeatedSingleton } from './headers.js';
+
+/** What a stage needs from outside the request: configuration and the stores. */
+export interface Deps {
+  policy: Policy;
+  replay: ReplayStore;
+  tokenHeader: string;
+  maxBodyBytes: number;
+  now: () => number;
+}
+
+/** One call as it moves through the pipeline; each stage fills in its part. */
+export interface Call {
+  req: IncomingMessage;
+  requestId: string;
+  startedAt: number;
+  target?: RequestTarget;
+  route?: Route;
+  params?: Record<string, string>;
+  token?: string;
+  verified?: VerifiedToken;
+  grant?: Grant;
+  body?: Buffer;
+  plan?: ArgumentPlan;
+  query?: Map<string, string>;
+  json?: unknown;
+}
+
+/** A stage continues (undefined) or refuses with a typed denial. */
+export type Stage = (call: Call, deps: Deps) => Denial | undefined | Promise<Denial | undefined>;
+
+export const checkRequestShape: Stage = (call) => {
+  const target = parseTarget(call.req.url);
+  if (isDenial(target)) return target;
+  call.target = target;
+  const repeated = repeatedSingleton(call.req.rawHeaders);
+  if (repeated) return deny('invalid_header', `header "${repeated}" appears more than once`);
+  return undefined;
+};
+
+export const findRoute: Stage = (call, deps) => {
+  const match = matchRoute(deps.policy.routes, call.req.method ?? '', call.target!.segments);
+  if (!match) return deny('unknown_route', `no capability is mapped to ${call.req.method} ${call.target!.path}`);
+  call.route = match.route;
+  call.params = match.params;
+  return undefined;
+};
+
+export const readToken: Stage = (call, deps) => {
+  const token = extractToken(call.req.rawHeaders, deps.tokenHeader);
+  if (isDenial(token)) return token;
+  call.token = token;
+  return undefined;
+};
+
+/** Steps 1–7 of the verification table. */
+export const verifyToken: Stage = async (call, deps) => {
+  const capability = capabilityOf(call);
+  const verified = await verifyAgentToken(call.token!, capability, deps.policy.agents, Math.floor(deps.now() / 1000));
+  if (isDenial(verified)) return verified;
+  call.verified = verified;
+  return undefined;
+};
+
+/** Step 8: the token id is unseen in the replay window (and is now spent). */
+export const checkReplay: Stage = async (call, deps) => {
+  const { agent, claims } = call.verified!;
+  try {
+    const fresh = await deps.replay.claim(`${agent.id}\u0000${claims.jti}`, REPLAY_WINDOW_SECONDS * 1000);
+    return fresh ? undefined : deny('token_replayed', `token ${claims.jti} was already used`);
+  } catch (err) {
+    if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);
+    return deny('replay_store_unavailable', `replay store failed: ${(err as Error).message}`);
+  }
+};
+
+/** Step 9: an active, unexpired grant. */
+export const checkGrant: Stage = (call, deps) => {
+  const grant = findActiveGrant(deps.policy.grants, call.verified!.agent.id, capabilityOf(call), deps.now());
+  if (isDenial(grant)) return grant;
+  call.grant = grant;
+  return undefined;
+};
+
+/** Buffers the body (bounded) so the bytes checked are the bytes forwarded. */
+export const readBody: Stage = async (call, deps) => {
+  if (!hasBody(call.req)) return undefined;
+  const route = call.route as Extract<Route, { kind: 'capability' }>;
+  const body = await readBodyLimited(call.req, route.capability.maxBodyBytes ?? deps.maxBodyBytes);
+  if (isDenial(body)) return body;
+  call.body = body;
+  return undefined;
+};
+
+/** Reads each constrained argument from the path, the query or the JSON body. */
+export const readArguments: Stage = (call) => {
+  const plan = planArguments(call.grant!.constraints, call.route!.method, call.params!);
+  call.plan = plan;
+  const query = readConstrainedQuery(call.target!.query, plan.query);
+  if (isDenial(query)) return query;
+  call.query = query;
+  if (!plan.body) return undefined;
+  const inQuery = [...queryNames(call.target!.query)].find((n) => plan.bodyRoots.has(n));
+  if (inQuery) return deny('invalid_query', `"${inQuery}" is a constrained body field; it must not also be sent in the query`);
+  if (!call.body || call.body.length === 0) return undefined; // every rule will report the field absent
+  const media = checkJsonRepresentation(call.req);
+  if (media) return media;
+  try {
+    call.json = parseStrictJsonBytes(call.body);
+  } catch (err) {
+    const why = err instanceof StrictJsonError ? err.message : String(err);
+    return deny('invalid_body', `request body is not acceptable JSON: ${why}`);
+  }
+  return undefined;
+};
+
+/** Step 9b: every grant constraint holds. */
+export const checkConstraints: Stage = (call) => {
+  const lookup = argumentLookup(call.plan!, call.params!, call.query!, call.json);
+  const violations = evaluateConstraints(call.grant!.constraints, lookup);
+  if (violations.length === 0) return undefined;
+  const fields = [...new Set(violations.map((v) => v.field))].join(', ');
+  return deny('constraint_violated', `arguments violate the grant's constraints (${fields})`, violations);
+};
+
+function capabilityOf(call: Call): string {
+  return (call.route as Extract<Route, { kind: 'capability' }>).capability.name;
+}
