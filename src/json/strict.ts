@@ -116,7 +116,7 @@ class Parser {
   }
 
   number(): number {
-    const m = /^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+    const m = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
     m.lastIndex = this.i;
     const r = m.exec(this.s);
     if (!r) this.fail('invalid number');

@@ -28,7 +28,7 @@ export async function loadPolicyText(text: string, file = '<policy>'): Promise<P
 
   for (const e of doc.errors) {
     const pos = e.linePos?.[0] ?? { line: 1, col: 1 };
-    issues.push({ file, line: pos.line, column: pos.col, key: '', message: e.message.split('\n')[0]! });
+    issues.push({ file, line: pos.line, column: pos.col, key: '', message: e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '') });
   }
   if (issues.length) throw new PolicyError(issues);
 

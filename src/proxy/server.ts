@@ -95,9 +95,12 @@ function listen(server: Server, at: { host: string; port: number }): Promise<Add
   });
 }
 
-function closeServer(server: Server): Promise<void> {
+/** Stops accepting, lets in-flight calls finish for up to `graceMs`, then cuts what is left. */
+function closeServer(server: Server, graceMs = 5_000): Promise<void> {
   return new Promise((resolve) => {
-    server.close(() => resolve());
+    const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+    timer.unref();
+    server.close(() => { clearTimeout(timer); resolve(); });
     server.closeIdleConnections();
   });
 }

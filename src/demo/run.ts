@@ -1,0 +1,44 @@
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { createLogger } from '../log.js';
+import { loadPolicyFile } from '../policy/load.js';
+import { startSidecar } from '../proxy/server.js';
+import { createDemoApp } from './app.js';
+
+/** `make demo`: the demo app behind the sidecar, in-memory stores, example policy. */
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const policyFile = `${root}config/examples/billing.yaml`;
+const listen = process.env.AGENTS_CHAIN_LISTEN ?? '127.0.0.1:8080';
+const admin = process.env.AGENTS_CHAIN_ADMIN ?? '127.0.0.1:9090';
+
+const app = createDemoApp();
+await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+const appUrl = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
+const sidecar = await startSidecar({ policy: await loadPolicyFile(policyFile), upstream: appUrl, listen, admin, log: createLogger('info') });
+
+const cli = `node ${root}dist/cli/main.js`;
+const key = `${root}config/examples/keys/billing-bot.private.jwk.json`;
+const token = (cap: string): string => `$(${cli} token --key ${key} --agent agent-billing-bot --capability ${cap})`;
+process.stderr.write(`
+agents-chain demo: sidecar ${sidecar.url} -> app ${appUrl} (admin ${sidecar.adminUrl})
+policy: ${policyFile}
+
+Allowed (amount 500 USD is within the grant):
+  curl -si ${sidecar.url}/invoices -H "Authorization: Bearer ${token('createInvoice')}" -H 'content-type: application/json' -d '{"customerId":"c-100","amount":500,"currency":"USD","customer":{"tier":"gold"},"dryRun":false}'
+
+Denied, constraint_violated (amount 5000 is over max 1000; GBP is not allowed):
+  curl -si ${sidecar.url}/invoices -H "Authorization: Bearer ${token('createInvoice')}" -H 'content-type: application/json' -d '{"customerId":"c-100","amount":5000,"currency":"GBP","customer":{"tier":"gold"},"dryRun":false}'
+
+Denied, token_missing:
+  curl -si ${sidecar.url}/invoices/inv-1
+
+Ctrl-C stops the demo.
+`);
+
+const stop = async (): Promise<void> => {
+  await sidecar.close();
+  app.close();
+  process.exit(0);
+};
+process.once('SIGINT', () => void stop());
+process.once('SIGTERM', () => void stop());
