@@ -1,8 +1,8 @@
-import { compactVerify } from 'jose';
+import { verify } from 'node:crypto';
 import { deny, type Denial } from '../errors.js';
 import { AGENT_TOKEN_TYPE, MAX_TOKEN_LIFETIME_SECONDS } from '../identity/client.js';
 import { parseStrictJsonBytes } from '../json/strict.js';
-import type { Agent } from '../policy/types.js';
+import type { Agent, VerificationKey } from '../policy/types.js';
 
 /** Seconds of clock difference tolerated between agent and sidecar. */
 export const CLOCK_SKEW_SECONDS = 30;
@@ -57,11 +57,7 @@ export async function verifyAgentToken(
   // 5: aud is the capability being called.
   if (claims.aud !== capability) return deny('capability_denied', `token is for "${claims.aud}", not "${capability}"`);
   // 6: signature, with the policy's key only.
-  try {
-    await compactVerify(token, agent.key, { algorithms: ['EdDSA'] });
-  } catch {
-    return deny('token_invalid', 'token signature is invalid');
-  }
+  if (!signatureValid(token, agent.key)) return deny('token_invalid', 'token signature is invalid');
   // 7: lifetime and clock.
   if (claims.exp <= claims.iat) return deny('token_invalid', 'token exp must be after iat');
   if (claims.exp - claims.iat > MAX_TOKEN_LIFETIME_SECONDS) {
@@ -73,6 +69,18 @@ export async function verifyAgentToken(
   }
   if (claims.exp + CLOCK_SKEW_SECONDS < nowSeconds) return deny('token_expired', 'token has expired');
   return { agent, claims };
+}
+
+/**
+ * Ed25519 over the JWS signing input (RFC 8037). node:crypto directly: the
+ * same check jose's compactVerify makes, at well under half the cost on
+ * Node 20 (see `make bench`). alg and typ were already pinned above.
+ */
+function signatureValid(token: string, key: VerificationKey): boolean {
+  const dot = token.lastIndexOf('.');
+  const signature = Buffer.from(token.slice(dot + 1), 'base64url');
+  if (signature.length !== 64) return false;
+  return verify(null, Buffer.from(token.slice(0, dot)), key, signature);
 }
 
 function decodeSegment(seg: string): Record<string, unknown> | undefined {

@@ -31,6 +31,21 @@ function equals(a: { value: unknown; fromUrl: boolean }, expected: Scalar): bool
   return isScalar(a.value) && a.value === expected;
 }
 
+/**
+ * Deny-list matching is loose on purpose: an app may coerce "5", " 5", "5.0"
+ * or "TRUE" into the listed value, so any form that could become it counts as
+ * a match. (Allow-lists stay strict: they fail closed on their own.)
+ */
+function looselyEquals(value: unknown, listed: Scalar): boolean {
+  if (value === listed) return true;
+  if (typeof value === 'number' && typeof listed === 'string') return String(value) === listed.trim();
+  if (typeof value !== 'string') return false;
+  const text = value.trim();
+  if (typeof listed === 'number') return text !== '' && Number(text) === listed;
+  if (typeof listed === 'boolean') return text.toLowerCase() === String(listed);
+  return false;
+}
+
 function describe(v: unknown): string {
   return v === undefined ? 'absent' : JSON.stringify(v);
 }
@@ -75,7 +90,7 @@ function checkRule(field: string, rule: ConstraintRule, arg: ArgumentValue): Con
   }
   if (rule.not_in !== undefined) {
     if (!isScalar(actual)) fail('not_in', rule.not_in, `${field} must be a string, number or boolean not in ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
-    else if (rule.not_in.some((e) => equals(arg, e))) fail('not_in', rule.not_in, `${field} must not be one of ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
+    else if (rule.not_in.some((e) => looselyEquals(actual, e))) fail('not_in', rule.not_in, `${field} must not be one of ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
   }
   if (rule.exact !== undefined && !equals(arg, rule.exact)) {
     fail('exact', rule.exact, `${field} must be exactly ${JSON.stringify(rule.exact)}, got ${describe(actual)}`);

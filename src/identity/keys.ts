@@ -1,5 +1,6 @@
 import type { VerificationKey } from '../policy/types.js';
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
+import { createPublicKey } from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 
 /** Imports an Ed25519 public JWK as a verification key (never accepts a private key). */
 export async function importAgentKey(jwk: Record<string, unknown>): Promise<VerificationKey> {
@@ -7,8 +8,7 @@ export async function importAgentKey(jwk: Record<string, unknown>): Promise<Veri
   if ('d' in jwk) throw new Error('private key material ("d") given where a public key belongs');
   const x = Buffer.from(jwk.x, 'base64url');
   if (x.length !== 32 || x.toString('base64url') !== jwk.x) throw new Error('"x" must be 32 bytes, base64url without padding');
-  const key = await importJWK({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }, 'EdDSA');
-  return key;
+  return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' });
 }
 
 /** RFC 7638 thumbprint (SHA-256) of a public key: the agent's `iss`. */

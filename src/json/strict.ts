@@ -54,8 +54,8 @@ class Parser {
     }
   }
 
+  /** `depth` counts the containers around this value. */
   value(depth: number): unknown {
-    if (depth > MAX_DEPTH) this.fail('nesting too deep');
     const c = this.s[this.i];
     switch (c) {
       case '{': return this.object(depth);
@@ -77,6 +77,7 @@ class Parser {
   }
 
   object(depth: number): Record<string, unknown> {
+    if (depth >= MAX_DEPTH) this.fail(`nesting too deep (over ${MAX_DEPTH} levels)`);
     // Null prototype: a "__proto__" key is an ordinary key, never a prototype.
     const out: Record<string, unknown> = Object.create(null);
     this.i++;
@@ -101,6 +102,7 @@ class Parser {
   }
 
   array(depth: number): unknown[] {
+    if (depth >= MAX_DEPTH) this.fail(`nesting too deep (over ${MAX_DEPTH} levels)`);
     const out: unknown[] = [];
     this.i++;
     this.ws();

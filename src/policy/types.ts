@@ -1,8 +1,8 @@
-import type { importJWK } from 'jose';
+import type { KeyObject } from 'node:crypto';
 import type { PathTemplate } from '../routing/template.js';
 
-/** A key as jose imports it. */
-export type VerificationKey = Awaited<ReturnType<typeof importJWK>>;
+/** An Ed25519 public key, imported once when the policy loads. */
+export type VerificationKey = KeyObject;
 
 /** One argument rule, as written in the policy (the seed's five operators). */
 export interface ConstraintRule {

@@ -11,7 +11,7 @@ function decodeComponent(s: string): string | undefined {
 
 /**
  * Reads the query parameters a rule constrains. Every key is decoded before
- * comparison (so "am%6Fount" is "amount"); a constrained key sent twice, or
+ * comparison (so "am%6Funt" is "amount"); a constrained key sent twice, or
  * in a bracketed form a framework would fold into it ("amount[]",
  * "amount[0]"), is refused: apps disagree on which copy wins.
  */

@@ -52,10 +52,10 @@ describe('token verification through the sidecar', () => {
 
     it('token_invalid on duplicate keys in the header or the payload', async () => {
       const seen = env.app.requests.length;
-      const dupHeader = signRaw('{"alg":"EdDSA","typ":"agent+jwt","typ":"agent+jwt"}', JSON.stringify({ ...claims(), iat: now(), exp: now() + 60, jti: 'x1' }), env.bot.privateJwk);
+      const dupHeader = signRaw(env.bot.privateJwk, '{"alg":"EdDSA","typ":"agent+jwt","typ":"agent+jwt"}', JSON.stringify({ ...claims(), iat: now(), exp: now() + 60, jti: 'x1' }));
       expectDenied(env, seen, await post(dupHeader), 401, 'token_invalid');
       const body = JSON.stringify({ ...claims(), iat: now(), exp: now() + 60, jti: 'x2' });
-      const dupPayload = signRaw('{"alg":"EdDSA","typ":"agent+jwt"}', body.replace('{', '{"aud":"getInvoice",'), env.bot.privateJwk);
+      const dupPayload = signRaw(env.bot.privateJwk, '{"alg":"EdDSA","typ":"agent+jwt"}', body.replace('{', '{"aud":"getInvoice",'));
       expectDenied(env, seen, await post(dupPayload), 401, 'token_invalid');
     });
 

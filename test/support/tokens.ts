@@ -1,17 +1,32 @@
-import { createPrivateKey, randomUUID, sign } from 'node:crypto';
+import { createPrivateKey, randomUUID, sign, type JsonWebKey } from 'node:crypto';
 import type { JWK } from 'jose';
 
+/** base64url of a UTF-8 string (or bytes), no padding. */
+export function b64url(s: string | Uint8Array): string {
+  return Buffer.from(s).toString('base64url');
+}
+
 /**
- * Signs arbitrary header and payload text with an Ed25519 private JWK, so a
- * test can build exactly the malformed token it wants (duplicate keys, wrong
- * typ, odd lifetimes) with a valid signature.
+ * Signs raw header and payload JSON text with an Ed25519 private JWK, exactly
+ * as given (duplicate keys, odd types, anything), and returns the compact JWS.
  */
-export function signRaw(headerJson: string, payloadJson: string, privateJwk: JWK): string {
-  const h = Buffer.from(headerJson).toString('base64url');
-  const p = Buffer.from(payloadJson).toString('base64url');
-  const key = createPrivateKey({ key: privateJwk as never, format: 'jwk' });
+export function signRaw(privateJwk: JWK, headerJson: string, payloadJson: string): string {
+  const h = b64url(headerJson);
+  const p = b64url(payloadJson);
+  const key = createPrivateKey({ key: privateJwk as JsonWebKey, format: 'jwk' });
   const sig = sign(null, Buffer.from(`${h}.${p}`), key).toString('base64url');
   return `${h}.${p}.${sig}`;
+}
+
+/** Same as signRaw, from objects. */
+export function signClaims(privateJwk: JWK, header: Record<string, unknown>, payload: Record<string, unknown>): string {
+  return signRaw(privateJwk, JSON.stringify(header), JSON.stringify(payload));
+}
+
+/** Replaces the payload of a compact JWS, keeping the original signature. */
+export function withPayload(token: string, payloadJson: string): string {
+  const [h, , s] = token.split('.');
+  return `${h}.${b64url(payloadJson)}.${s}`;
 }
 
 export interface ClaimsInput {
@@ -28,5 +43,5 @@ export interface ClaimsInput {
 export function tokenWith(privateJwk: JWK, claims: ClaimsInput, header: Record<string, unknown> = { alg: 'EdDSA', typ: 'agent+jwt' }): string {
   const now = Math.floor(Date.now() / 1000);
   const full = { iat: now, exp: now + 60, jti: randomUUID(), ...claims };
-  return signRaw(JSON.stringify(header), JSON.stringify(full), privateJwk);
+  return signRaw(privateJwk, JSON.stringify(header), JSON.stringify(full));
 }

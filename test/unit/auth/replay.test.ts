@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryReplayStore, ReplayStoreUnavailableError } from '../../../src/auth/replay.js';
+
+/** A clock the test moves by hand. */
+function manualClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {
+  let t = start;
+  return { now: () => t, advance: (ms) => { t += ms; } };
+}
+
+describe('MemoryReplayStore', () => {
+  it('claims a key once, then reports replays', async () => {
+    const store = new MemoryReplayStore();
+    expect(await store.claim('jti-1', 90_000)).toBe(true);
+    expect(await store.claim('jti-1', 90_000)).toBe(false);
+    expect(await store.claim('jti-1', 90_000)).toBe(false);
+    expect(await store.claim('jti-2', 90_000)).toBe(true);
+  });
+
+  it('lets only one of two concurrent claims win', async () => {
+    const store = new MemoryReplayStore();
+    const results = await Promise.all([store.claim('k', 1000), store.claim('k', 1000)]);
+    expect(results.sort()).toEqual([false, true]);
+  });
+
+  it('remembers a key until its ttl passes, then accepts it again', async () => {
+    const clock = manualClock();
+    const store = new MemoryReplayStore(100, clock.now);
+    expect(await store.claim('k', 90_000)).toBe(true);
+    clock.advance(89_999);
+    expect(await store.claim('k', 90_000)).toBe(false);
+    clock.advance(2);
+    expect(await store.claim('k', 90_000)).toBe(true);
+    expect(await store.claim('k', 90_000)).toBe(false);
+  });
+
+  it('a replay does not extend the window', async () => {
+    const clock = manualClock();
+    const store = new MemoryReplayStore(100, clock.now);
+    await store.claim('k', 1000);
+    clock.advance(900);
+    expect(await store.claim('k', 1000)).toBe(false);
+    clock.advance(101);
+    expect(await store.claim('k', 1000)).toBe(true);
+  });
+
+  it('refuses with ReplayStoreUnavailableError when full of live entries', async () => {
+    const clock = manualClock();
+    const store = new MemoryReplayStore(3, clock.now);
+    for (const k of ['a', 'b', 'c']) expect(await store.claim(k, 1000)).toBe(true);
+    await expect(store.claim('d', 1000)).rejects.toBeInstanceOf(ReplayStoreUnavailableError);
+    await expect(store.claim('d', 1000)).rejects.toThrow(/full/);
+    // A replay of a live key is still recognised as such while full.
+    expect(await store.claim('a', 1000)).toBe(false);
+    expect(store.size).toBe(3);
+  });
+
+  it('evicts expired entries so a full store recovers', async () => {
+    const clock = manualClock();
+    const store = new MemoryReplayStore(3, clock.now);
+    await store.claim('a', 1000);
+    clock.advance(500);
+    await store.claim('b', 1000);
+    await store.claim('c', 1000);
+    await expect(store.claim('d', 1000)).rejects.toBeInstanceOf(ReplayStoreUnavailableError);
+
+    clock.advance(501); // "a" has expired, "b" and "c" have not
+    expect(await store.claim('d', 1000)).toBe(true);
+    expect(store.size).toBe(3);
+    await expect(store.claim('e', 1000)).rejects.toBeInstanceOf(ReplayStoreUnavailableError);
+
+    clock.advance(10_000); // everything has expired
+    expect(await store.claim('e', 1000)).toBe(true);
+    expect(store.size).toBe(1);
+    expect(await store.claim('b', 1000)).toBe(true);
+  });
+});
