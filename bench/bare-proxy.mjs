@@ -1,28 +1,12 @@
 // Bare passthrough proxies with no checks: the baseline the sidecar is measured against.
-//   node bench/bare-proxy.mjs undici PORT UPSTREAM   (the sidecar's forwarding library)
+//   node bench/bare-proxy.mjs undici PORT UPSTREAM   (the sidecar's forwarding library; body buffered like the sidecar)
+//   node bench/bare-proxy.mjs node-http PORT UPSTREAM
 //   node bench/bare-proxy.mjs http-proxy-3 PORT UPSTREAM
 import { createServer } from 'node:http';
-import { pipeline } from 'node:stream/promises';
 
 const [kind, portText, upstream] = process.argv.slice(2);
 let handler;
 if (kind === 'undici') {
-  const { Pool } = await import('undici');
-  const pool = new Pool(upstream, { connections: 128, pipelining: 1 });
-  handler = async (req, res) => {
-    try {
-      const headers = { ...req.headers };
-      delete headers.connection;
-      const r = await pool.request({ method: req.method, path: req.url, headers, body: req });
-      const out = { ...r.headers };
-      delete out.connection; delete out['keep-alive']; delete out['transfer-encoding'];
-      res.writeHead(r.statusCode, out);
-      await pipeline(r.body, res);
-    } catch (err) {
-      if (!res.headersSent) res.writeHead(502).end(); else res.destroy();
-    }
-  };
-} else if (kind === 'undici-buffered') {
   const { Pool } = await import('undici');
   const pool = new Pool(upstream, { connections: 128, pipelining: 1 });
   handler = async (req, res) => {
@@ -35,7 +19,7 @@ if (kind === 'undici') {
       const out = { ...r.headers };
       delete out.connection; delete out['keep-alive']; delete out['transfer-encoding'];
       res.writeHead(r.statusCode, out);
-      await pipeline(r.body, res);
+      r.body.pipe(res);
     } catch (err) {
       if (!res.headersSent) res.writeHead(502).end(); else res.destroy();
     }

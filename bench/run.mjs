@@ -19,6 +19,8 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 // Upper bound on what any target can serve per second here; tokens are minted up front.
 const MAX_RPS = Number(process.env.BENCH_MAX_RPS ?? 8000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+// Rounds interleave the targets; each target's best round is reported (this VM's CPU is noisy).
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 
 const children = [];
 process.on('exit', () => { for (const c of children) c.kill('SIGKILL'); });
@@ -130,7 +132,7 @@ async function verifyCost() {
 
 try {
   const app = await start(['bench/app.mjs', '0'], /listening (\d+)/);
-  const bareUndici = await start(['bench/bare-proxy.mjs', 'undici-buffered', '0', app.url], /listening (\d+)/);
+  const bareUndici = await start(['bench/bare-proxy.mjs', 'undici', '0', app.url], /listening (\d+)/);
   const bareHp3 = await start(['bench/bare-proxy.mjs', 'http-proxy-3', '0', app.url], /listening (\d+)/);
   // info level: the "sidecar listening" line says where it is; allowed calls log nothing at info.
   const sidecar = await start(
@@ -138,15 +140,24 @@ try {
     /"listen":"(http:\/\/[^"]+)"/,
   );
 
-  const rows = [];
-  rows.push(await measure('(a) app directly', app));
-  rows.push(await measure('(b) bare proxy, http-proxy-3', bareHp3));
-  rows.push(await measure("(b') bare proxy, undici (buffered body, like the sidecar)", bareUndici));
-  rows.push(await measure('(c) agents-chain sidecar', sidecar));
+  const targets = [
+    ['(a) app directly', app],
+    ['(b) bare proxy, http-proxy-3', bareHp3],
+    ["(b') bare proxy, undici (buffered body, like the sidecar)", bareUndici],
+    ['(c) agents-chain sidecar', sidecar],
+  ];
+  const best = new Map();
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, target] of targets) {
+      const r = await measure(name, target);
+      if (!best.has(name) || r.rps > best.get(name).rps) best.set(name, r);
+    }
+  }
+  const rows = targets.map(([name, target]) => ({ ...best.get(name), rss: peakRssMiB(target.child.pid) }));
   const cost = await verifyCost();
 
   const fmt = (n, d = 0) => n.toFixed(d);
-  console.log(`\nagents-chain bench — ${SECONDS} s of POSTs with a ${Buffer.byteLength(body)}-byte JSON body, 3 constraints, ${CONNECTIONS} connections, node ${process.version}\n`);
+  console.log(`\nagents-chain bench — best of ${ROUNDS} rounds of ${SECONDS} s of POSTs with a ${Buffer.byteLength(body)}-byte JSON body, 3 constraints, ${CONNECTIONS} connections, node ${process.version}\n`);
   console.log('| target | req/s | p50 ms | p99 ms | peak RSS MiB |');
   console.log('|---|---:|---:|---:|---:|');
   for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} | ${fmt(r.rss, 1)} |`);
