@@ -13,10 +13,11 @@ build: $(NODE_MODULES_STAMP)
 	@chmod +x dist/cli/main.js
 
 lint: $(NODE_MODULES_STAMP)
-	npx tsc -p tsconfig.json --noEmit
+	npx tsc -p test/tsconfig.json
 
 test: build
-	npx vitest run
+	npx tsc -p test/tsconfig.json
+	npx vitest run --dir test
 
 demo: build
 	node dist/demo/run.js

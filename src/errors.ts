@@ -42,6 +42,8 @@ export interface Denial {
   readonly code: DenialCode;
   readonly message: string;
   readonly violations?: ConstraintViolation[];
+  /** The registered agent the token names (`sub`), when the denial came after step 3; unproven before step 6. */
+  readonly agentId?: string;
 }
 
 export function deny(code: DenialCode, message: string, violations?: ConstraintViolation[]): Denial {

@@ -53,21 +53,21 @@ export async function verifyAgentToken(
   const agent = agents.get(claims.sub);
   if (!agent) return deny('agent_not_found', `no agent "${claims.sub}" is registered`);
   // 4: iss is that agent's key thumbprint.
-  if (claims.iss !== agent.thumbprint) return deny('token_invalid', 'token iss is not the thumbprint of the agent\'s key');
+  if (claims.iss !== agent.thumbprint) return denyAs(agent, 'token_invalid', 'token iss is not the thumbprint of the agent\'s key');
   // 5: aud is the capability being called.
-  if (claims.aud !== capability) return deny('capability_denied', `token is for "${claims.aud}", not "${capability}"`);
+  if (claims.aud !== capability) return denyAs(agent, 'capability_denied', `token is for "${claims.aud}", not "${capability}"`);
   // 6: signature, with the policy's key only.
-  if (!signatureValid(token, agent.key)) return deny('token_invalid', 'token signature is invalid');
+  if (!signatureValid(token, agent.key)) return denyAs(agent, 'token_invalid', 'token signature is invalid');
   // 7: lifetime and clock.
-  if (claims.exp <= claims.iat) return deny('token_invalid', 'token exp must be after iat');
+  if (claims.exp <= claims.iat) return denyAs(agent, 'token_invalid', 'token exp must be after iat');
   if (claims.exp - claims.iat > MAX_TOKEN_LIFETIME_SECONDS) {
-    return deny('token_invalid', `token lifetime exceeds ${MAX_TOKEN_LIFETIME_SECONDS} seconds`);
+    return denyAs(agent, 'token_invalid', `token lifetime exceeds ${MAX_TOKEN_LIFETIME_SECONDS} seconds`);
   }
-  if (claims.iat > nowSeconds + CLOCK_SKEW_SECONDS) return deny('token_invalid', 'token iat is in the future');
+  if (claims.iat > nowSeconds + CLOCK_SKEW_SECONDS) return denyAs(agent, 'token_invalid', 'token iat is in the future');
   if (typeof payload.nbf === 'number' && payload.nbf > nowSeconds + CLOCK_SKEW_SECONDS) {
-    return deny('token_invalid', 'token is not valid yet (nbf)');
+    return denyAs(agent, 'token_invalid', 'token is not valid yet (nbf)');
   }
-  if (claims.exp + CLOCK_SKEW_SECONDS < nowSeconds) return deny('token_expired', 'token has expired');
+  if (claims.exp + CLOCK_SKEW_SECONDS < nowSeconds) return denyAs(agent, 'token_expired', 'token has expired');
   return { agent, claims };
 }
 
@@ -76,6 +76,11 @@ export async function verifyAgentToken(
  * same check jose's compactVerify makes, at well under half the cost on
  * Node 20 (see `make bench`). alg and typ were already pinned above.
  */
+/** A denial after step 3 names the agent the token claimed to be. */
+function denyAs(agent: Agent, ...args: Parameters<typeof deny>): Denial {
+  return { ...deny(...args), agentId: agent.id };
+}
+
 function signatureValid(token: string, key: VerificationKey): boolean {
   const dot = token.lastIndexOf('.');
   const signature = Buffer.from(token.slice(dot + 1), 'base64url');

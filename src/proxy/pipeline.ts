@@ -72,7 +72,9 @@ function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
 
 function refuse(call: Call, res: ServerResponse, denial: Denial, deps: PipelineDeps): void {
   const status = statusOf(denial.code);
-  deps.log.warn('call denied', { ...describe(call), code: denial.code, status, reason: denial.message });
+  // Before the signature is checked the agent is only claimed; the log says so.
+  const claimed = call.verified ? undefined : denial.agentId;
+  deps.log.warn('call denied', { ...describe(call), claimedAgent: claimed, code: denial.code, status, reason: denial.message });
   if (res.headersSent) return void res.destroy();
   const body = JSON.stringify(denialBody(denial));
   const headers: Record<string, string | number> = {

@@ -78,11 +78,14 @@ describe('request shape', () => {
       ['a non-finite number', invoice().replace('"amount":500', '"amount":1e400')],
       ['an unsafe integer', invoice().replace('"amount":500', '"amount":9007199254740993')],
       ['an escaped lone surrogate', invoice().replace('"c-100"', '"c-\\ud800"')],
-      ['a JSON array', '[1,2]'],
     ])('400 invalid_body for %s', async (_, body) => {
       const seen = env.app.requests.length;
-      const expected = body === '[1,2]' ? [403, 'constraint_violated'] as const : [400, 'invalid_body'] as const;
-      expectDenied(env, seen, await post(body), ...expected);
+      expectDenied(env, seen, await post(body), 400, 'invalid_body');
+    });
+
+    it('a JSON array has none of the constrained fields: constraint_violated', async () => {
+      const seen = env.app.requests.length;
+      expectDenied(env, seen, await post('[1,2]'), 403, 'constraint_violated');
     });
 
     it('400 invalid_body for invalid UTF-8 bytes', async () => {

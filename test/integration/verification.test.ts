@@ -183,7 +183,7 @@ describe('token verification through the sidecar', () => {
   it('logs each denial as one JSON line with agent, capability and code', async () => {
     await post(await env.bot.signer.sign('getInvoice'));
     const line = env.logs.map((l) => JSON.parse(l)).reverse().find((l) => l.msg === 'call denied');
-    expect(line).toMatchObject({ level: 'warn', capability: 'createInvoice', code: 'capability_denied', status: 403 });
+    expect(line).toMatchObject({ level: 'warn', capability: 'createInvoice', claimedAgent: 'agent-billing-bot', code: 'capability_denied', status: 403 });
     expect(typeof line.requestId).toBe('string');
   });
 });
