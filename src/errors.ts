@@ -20,6 +20,10 @@ export const DENIAL_STATUS = {
   token_replayed: 401,
   capability_denied: 403,
   constraint_violated: 403,
+  // request_permission
+  not_found: 404,
+  approval_not_needed: 409,
+  access_request_limit: 503,
   // dependencies
   replay_store_unavailable: 503,
   upstream_unavailable: 502,

@@ -43,6 +43,15 @@ export async function loadPolicyText(text: string, file = '<policy>'): Promise<P
 
 interface RawPolicy {
   provider: Policy['provider'];
+  constraintAware?: boolean;
+  violationStatus?: number;
+  envelope?: 'errors' | 'all';
+  accessRequests?: {
+    ttl?: number | string;
+    valueApprovalTtl?: number | string;
+    maxPending?: number;
+    notifier?: { webhook?: { url?: string; urlEnv?: string; format?: 'json' | 'slack'; headersEnv?: Record<string, string>; retries?: number } };
+  };
   capabilities: Capability[];
   public?: { method: string; path: string }[];
   agents?: { id: string; name: string; publicKey: Record<string, string> }[];
@@ -64,12 +73,18 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     const route = make(t);
     routes.forEach((other, i) => {
       if (other.method === method && templatesOverlap(other.template, t)) {
-        at([...path, 'path'], `route ${method} ${source} overlaps ${keyOf(routePaths[i]!)} (${other.method} ${other.template.source})`);
+        const owner = other.kind === 'endpoint' ? "the sidecar's own endpoint" : keyOf(routePaths[i]!);
+        at([...path, 'path'], `route ${method} ${source} overlaps ${owner} (${other.method} ${other.template.source})`);
       }
     });
     routes.push(route);
     routePaths.push(path);
   };
+
+  for (const e of SIDECAR_ENDPOINTS) {
+    if (e.endpoint !== 'constraint_context' && !(raw.constraintAware && raw.accessRequests)) continue;
+    addRoute(['<sidecar>'], e.method, e.path, (template) => ({ kind: 'endpoint', method: e.method, template, endpoint: e.endpoint, audience: e.audience }));
+  }
 
   raw.capabilities.forEach((c, i) => {
     if (capabilities.has(c.name)) return at(['capabilities', i, 'name'], `duplicate capability name "${c.name}"`);
@@ -117,15 +132,53 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     grants.set(k, { agent: g.agent, capability: g.capability, status: g.status, expiresAt, constraints });
   });
 
+  const webhook = raw.accessRequests?.notifier?.webhook;
+  if (webhook && !webhook.url === !webhook.urlEnv) at(['accessRequests', 'notifier', 'webhook'], 'give exactly one of url or urlEnv');
+  if (raw.accessRequests && !raw.constraintAware) {
+    at(['accessRequests'], 'request_permission needs constraintAware: true as well; without it accessRequests has no effect');
+  }
+
   return {
     file,
     hash: createHash('sha256').update(text).digest('hex'),
+    context: {
+      constraintAware: raw.constraintAware ?? false,
+      violationStatus: raw.violationStatus ?? 403,
+      envelope: raw.envelope ?? 'errors',
+    },
+    accessRequests: raw.constraintAware && raw.accessRequests
+      ? {
+          ttlMs: durationMs(raw.accessRequests.ttl, 5 * 60_000),
+          valueApprovalTtlMs: durationMs(raw.accessRequests.valueApprovalTtl, 24 * 3_600_000),
+          maxPending: raw.accessRequests.maxPending ?? 1000,
+          webhook: webhook && {
+            url: webhook.url, urlEnv: webhook.urlEnv, format: webhook.format ?? 'json',
+            headersEnv: webhook.headersEnv ?? {}, retries: webhook.retries ?? 3,
+          },
+        }
+      : undefined,
     provider: raw.provider,
     capabilities,
     routes,
     agents,
     grants,
   };
+}
+
+/** The sidecar's own endpoints on the agent port; a policy route may not overlap them. */
+const SIDECAR_ENDPOINTS = [
+  { endpoint: 'constraint_context', method: 'GET', path: '/agent/constraints', audience: 'constraint_context' },
+  { endpoint: 'request_permission', method: 'POST', path: '/agent/request-permission', audience: 'request_permission' },
+  { endpoint: 'request_status', method: 'GET', path: '/agent/request-permission/{id}', audience: 'request_permission' },
+] as const;
+
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** Integer seconds or "90s" / "5m" / "24h" / "7d" (validated by the schema). */
+export function durationMs(v: number | string | undefined, fallback: number): number {
+  if (v === undefined) return fallback;
+  if (typeof v === 'number') return v * 1000;
+  return Number(v.slice(0, -1)) * UNIT_MS[v.slice(-1) as keyof typeof UNIT_MS];
 }
 
 function checkConstraints(constraints: Constraints, cap: Capability, path: PathPart[], at: At): void {

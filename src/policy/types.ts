@@ -42,9 +42,39 @@ export interface Grant {
   constraints: Constraints;
 }
 
+/** Endpoints the sidecar answers itself on the agent port (never forwarded). */
+export type EndpointName = 'constraint_context' | 'request_permission' | 'request_status';
+
 export type Route =
   | { kind: 'capability'; method: string; template: PathTemplate; capability: Capability }
-  | { kind: 'public'; method: string; template: PathTemplate };
+  | { kind: 'public'; method: string; template: PathTemplate }
+  | { kind: 'endpoint'; method: string; template: PathTemplate; endpoint: EndpointName; audience: string };
+
+/** How denials and successes are presented to agents (the context-awareness guide). */
+export interface ContextSettings {
+  constraintAware: boolean;
+  /** Status of constraint_violated answers in constraint-aware mode. */
+  violationStatus: number;
+  /** 'all' wraps successful JSON responses in the envelope too. */
+  envelope: 'errors' | 'all';
+}
+
+export interface WebhookSettings {
+  url?: string;
+  /** Name of the environment variable holding the URL (secrets stay out of the policy). */
+  urlEnv?: string;
+  format: 'json' | 'slack';
+  /** Header name -> environment variable name. */
+  headersEnv: Record<string, string>;
+  retries: number;
+}
+
+export interface AccessRequestSettings {
+  ttlMs: number;
+  valueApprovalTtlMs: number;
+  maxPending: number;
+  webhook?: WebhookSettings;
+}
 
 export interface Provider {
   name: string;
@@ -63,6 +93,9 @@ export interface Policy {
   agents: ReadonlyMap<string, Agent>;
   /** Keyed by grantKey(agent, capability). */
   grants: ReadonlyMap<string, Grant>;
+  context: ContextSettings;
+  /** Present when request_permission is on (constraintAware and accessRequests both set). */
+  accessRequests?: AccessRequestSettings;
 }
 
 export function grantKey(agent: string, capability: string): string {

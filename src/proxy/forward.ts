@@ -2,6 +2,8 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool } from 'undici';
 import { deny, type Denial } from '../errors.js';
+import type { Constraints, Policy } from '../policy/types.js';
+import { presentSuccess } from './present.js';
 import { downstreamResponseHeaders } from './headers.js';
 
 export interface ForwardRequest {
@@ -12,6 +14,10 @@ export interface ForwardRequest {
   /** Buffered bytes, the caller's stream (unchecked public routes), or nothing. */
   body: Buffer | IncomingMessage | undefined;
   requestId: string;
+  /** Sent back as Agent-Permission on capability calls. */
+  permission?: 'not_required' | 'approved';
+  /** `envelope: all`: wrap a successful JSON answer in the ConstraintAwareResult. */
+  wrap?: { policy: Policy; capability: string; constraints?: Constraints };
 }
 
 export interface ForwardResult {
@@ -56,6 +62,11 @@ export class Upstream {
     }
     const headers = downstreamResponseHeaders(upstream.headers);
     headers['x-request-id'] = req.requestId;
+    if (req.permission) headers['agent-permission'] = req.permission;
+    if (req.wrap && upstream.statusCode < 300 && isJson(headers['content-type']) && !headers['content-encoding']) {
+      res.off('close', onClose);
+      return wrapJson(upstream.statusCode, headers, upstream.body, req.wrap, res);
+    }
     res.writeHead(upstream.statusCode, headers);
     // A streamed response (SSE, chunked) gets its headers at once; a sized one
     // sends them with the body, in one write.
@@ -63,6 +74,14 @@ export class Upstream {
     await relay(upstream.body, res);
     res.off('close', onClose);
     return { status: upstream.statusCode };
+  }
+
+  /** One call with the whole answer buffered (approved requests, `envelope: all`). */
+  async fetch(method: string, target: string, headers: string[], body: Buffer | undefined): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+    const r = await this.pool.request({ method: method as 'GET', path: target, headers, body });
+    const chunks: Buffer[] = [];
+    for await (const c of r.body) chunks.push(c as Buffer);
+    return { status: r.statusCode, headers: r.headers, body: Buffer.concat(chunks) };
   }
 
   close(): Promise<void> {
@@ -85,4 +104,32 @@ function relay(body: NodeJS.ReadableStream & { destroy(err?: Error): void }, res
     body.pipe(res);
     res.once('close', () => { if (!res.writableFinished) body.destroy(); });
   });
+}
+
+function isJson(type: string | string[] | undefined): boolean {
+  const t = (Array.isArray(type) ? type[0] : type)?.split(';')[0]?.trim().toLowerCase() ?? '';
+  return t === 'application/json' || t.endsWith('+json');
+}
+
+async function wrapJson(
+  status: number,
+  headers: Record<string, string | string[]>,
+  body: AsyncIterable<unknown>,
+  wrap: NonNullable<ForwardRequest['wrap']>,
+  res: ServerResponse,
+): Promise<ForwardResult> {
+  const chunks: Buffer[] = [];
+  for await (const c of body) chunks.push(c as Buffer);
+  let result: unknown;
+  try {
+    result = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    result = Buffer.concat(chunks).toString('utf8');
+  }
+  const text = JSON.stringify(presentSuccess(wrap.policy, wrap.capability, wrap.constraints, result));
+  delete headers['content-length'];
+  delete headers['content-encoding'];
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
+  res.end(text);
+  return { status };
 }

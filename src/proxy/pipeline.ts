@@ -1,12 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { deny, denialBody, isDenial, statusOf, type Denial } from '../errors.js';
+import { deny, isDenial, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { Route } from '../policy/types.js';
+import { serveEndpoint } from './endpoints.js';
 import type { Upstream } from './forward.js';
 import { upstreamRequestHeaders } from './headers.js';
+import { presentDenial } from './present.js';
+import { sendJson } from './respond.js';
 import {
-  checkConstraints, checkGrant, checkReplay, checkRequestShape, findRoute, readArguments,
-  readBody, readToken, verifyToken, type Call, type Deps, type Stage,
+  applyValueApprovals, checkGrant, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
+  readArguments, readBody, readToken, verifyToken, type Call, type Deps, type Stage,
 } from './stages.js';
 
 /** Every request: is it well formed, and where does it go? */
@@ -14,14 +18,21 @@ const ROUTING: Stage[] = [checkRequestShape, findRoute];
 
 /** A capability route: the seed's verification table, then the arguments. */
 const AUTHORIZATION: Stage[] = [
-  readToken,        // Authorization: Bearer <agent+jwt>
-  verifyToken,      // steps 1–7: typ, sub, iss, aud, signature, lifetime
-  checkReplay,      // step 8: jti unseen in the window
-  checkGrant,       // step 9: active grant
-  readBody,         // bounded buffer: the bytes checked are the bytes sent
-  readArguments,    // path, query or JSON body, strictly parsed
-  checkConstraints, // step 9b: max, min, in, not_in, exact
+  readToken,           // Authorization: Bearer <agent+jwt>
+  verifyToken,         // steps 1–7: typ, sub, iss, aud, signature, lifetime
+  checkReplay,         // step 8: jti unseen in the window
+  checkGrant,          // step 9: active grant
+  readBody,            // bounded buffer: the bytes checked are the bytes sent
+  readArguments,       // path, query or JSON body, strictly parsed
+  evaluateArguments,   // step 9b: max, min, in, not_in, exact
+  applyValueApprovals, // values a human approved with scope=value pass
+  enforceConstraints,  // any violation left refuses the call
 ];
+
+/** The sidecar's own agent endpoints (/agent/...): an agent token for that endpoint's audience. */
+const ENDPOINT_AUTHENTICATION: Stage[] = [readToken, verifyToken, checkReplay];
+
+const STAGES: Record<Route['kind'], Stage[]> = { capability: AUTHORIZATION, endpoint: ENDPOINT_AUTHENTICATION, public: [] };
 
 export interface PipelineDeps extends Deps {
   upstream: Upstream;
@@ -31,10 +42,9 @@ export interface PipelineDeps extends Deps {
 export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: PipelineDeps): Promise<void> {
   const call: Call = { req, requestId: randomUUID(), startedAt: deps.now() };
   try {
-    const denial =
-      (await runStages(ROUTING, call, deps)) ??
-      (call.route!.kind === 'capability' ? await runStages(AUTHORIZATION, call, deps) : undefined);
+    const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(STAGES[call.route!.kind], call, deps));
     if (denial) return refuse(call, res, denial, deps);
+    if (call.route!.kind === 'endpoint') return await serveEndpoint(call, res, deps, (d) => refuse(call, res, d, deps));
     const forwarded = await forward(call, res, deps);
     if (isDenial(forwarded)) return refuse(call, res, forwarded, deps);
     deps.log.debug('call forwarded', { ...describe(call), status: forwarded.status });
@@ -67,27 +77,27 @@ function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
   });
   // Public routes are not inspected, so their body streams through untouched.
   const body = isCapability ? call.body : req;
-  return deps.upstream.forward({ method: req.method!, target: req.url!, headers, body, requestId: call.requestId }, res);
+  const wrap = isCapability && deps.policy.context.constraintAware && deps.policy.context.envelope === 'all'
+    ? { capability: (route as Extract<Route, { kind: 'capability' }>).capability.name, constraints: call.grant?.constraints }
+    : undefined;
+  return deps.upstream.forward({
+    method: req.method!, target: req.url!, headers, body, requestId: call.requestId,
+    permission: isCapability ? 'not_required' : undefined,
+    wrap: wrap && { policy: deps.policy, ...wrap },
+  }, res);
 }
 
 function refuse(call: Call, res: ServerResponse, denial: Denial, deps: PipelineDeps): void {
-  const status = statusOf(denial.code);
+  const { status, body } = presentDenial(deps.policy, call.route, call.grant?.constraints, denial);
   // Before the signature is checked the agent is only claimed; the log says so.
   const claimed = call.verified ? undefined : denial.agentId;
   deps.log.warn('call denied', { ...describe(call), claimedAgent: claimed, code: denial.code, status, reason: denial.message });
   if (res.headersSent) return void res.destroy();
-  const body = JSON.stringify(denialBody(denial));
-  const headers: Record<string, string | number> = {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    'x-request-id': call.requestId,
-    'cache-control': 'no-store',
-  };
+  const headers: Record<string, string> = { 'x-request-id': call.requestId };
   if (status === 401) headers['www-authenticate'] = wwwAuthenticate(denial, deps.policy.provider.issuer);
   // An unread body would otherwise be drained into a connection we no longer trust.
   if (!call.req.complete) headers.connection = 'close';
-  res.writeHead(status, headers);
-  res.end(body);
+  sendJson(res, status, body, headers);
 }
 
 /** RFC 6750 challenge: no error attribute when no token was sent at all. */
@@ -102,7 +112,7 @@ function describe(call: Call): Record<string, unknown> {
     requestId: call.requestId,
     method: call.req.method,
     path: call.target?.path ?? call.req.url,
-    capability: route?.kind === 'capability' ? route.capability.name : undefined,
+    capability: route?.kind === 'capability' ? route.capability.name : route?.kind === 'endpoint' ? route.endpoint : undefined,
     agent: call.verified?.agent.id,
     durationMs: Date.now() - call.startedAt,
   };

@@ -1,9 +1,14 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { silentNotifier, WebhookNotifier, type Notifier } from '../approvals/notifier.js';
+import { ApprovalService, type Executor } from '../approvals/service.js';
+import { MemoryAccessRequestStore, type AccessRequestStore } from '../approvals/store.js';
 import { MemoryReplayStore, type ReplayStore } from '../auth/replay.js';
 import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
+import { adminHandler } from './admin.js';
 import { Upstream } from './forward.js';
+import { upstreamRequestHeaders } from './headers.js';
 import { handleCall, type PipelineDeps } from './pipeline.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -21,6 +26,13 @@ export interface SidecarOptions {
   replay?: ReplayStore;
   log?: Logger;
   now?: () => number;
+  /** Bearer token for the approvals API on the admin listener. */
+  adminToken?: string;
+  accessRequestStore?: AccessRequestStore;
+  /** Overrides the policy's webhook (tests, embedding). */
+  notifier?: Notifier;
+  /** Where secrets named in the policy (webhook urlEnv/headersEnv) are read from. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface Sidecar {
@@ -39,20 +51,32 @@ export function parseHostPort(s: string, flag: string): { host: string; port: nu
 export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const log = opts.log ?? createLogger();
   const upstream = new Upstream(opts.upstream);
+  const now = opts.now ?? Date.now;
+  const approvals = opts.policy.accessRequests
+    ? new ApprovalService(
+        opts.accessRequestStore ?? new MemoryAccessRequestStore(),
+        opts.policy.accessRequests,
+        opts.notifier ?? webhookFrom(opts, log),
+        executor(upstream),
+        log,
+        now,
+      )
+    : undefined;
   const deps: PipelineDeps = {
     policy: opts.policy,
     replay: opts.replay ?? new MemoryReplayStore(),
     tokenHeader: opts.tokenHeader ?? 'authorization',
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
-    now: opts.now ?? Date.now,
+    now,
     upstream,
     log,
+    approvals,
   };
   let ready = false;
 
   const data = createServer({ requireHostHeader: true }, (req, res) => void handleCall(req, res, deps));
   data.keepAliveTimeout = 65_000;
-  const admin = createServer((req, res) => adminHandler(req, res, () => ready));
+  const admin = createServer(adminHandler({ isReady: () => ready, approvals, adminToken: opts.adminToken, log }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));
@@ -67,22 +91,47 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     adminUrl: urlOf(adminAddr),
     async close() {
       ready = false;
+      approvals?.close();
       await Promise.all([closeServer(data), closeServer(admin)]);
       await upstream.close();
     },
   };
 }
 
-function adminHandler(req: IncomingMessage, res: ServerResponse, isReady: () => boolean): void {
-  const send = (status: number, body: unknown): void => {
-    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-    res.end(JSON.stringify(body));
+/** Runs an approved call exactly as a normal one: same route, identity headers, the planned body. */
+function executor(upstream: Upstream): Executor {
+  return async (r) => {
+    const body = r.body === undefined ? undefined : Buffer.from(r.body, 'base64');
+    const headers = upstreamRequestHeaders(body ? ['content-type', 'application/json'] : [], {
+      identity: { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
+      requestId: r.id,
+      bodyLength: body?.length,
+    });
+    headers.push('agent-permission', 'approved');
+    const answer = await upstream.fetch(r.method, r.target, headers, body);
+    const type = String(answer.headers['content-type'] ?? '');
+    let parsed: unknown = answer.body.toString('utf8');
+    if (/json/i.test(type)) {
+      try { parsed = JSON.parse(parsed as string); } catch { /* keep the text */ }
+    }
+    return { status: answer.status, contentType: type || undefined, body: parsed };
   };
-  const path = (req.url ?? '').split('?')[0];
-  if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, { error: 'method_not_allowed' });
-  if (path === '/healthz') return send(200, { status: 'ok' });
-  if (path === '/readyz') return isReady() ? send(200, { status: 'ready' }) : send(503, { status: 'not_ready' });
-  send(404, { error: 'not_found' });
+}
+
+/** The policy's webhook, with its secrets read from the environment. */
+function webhookFrom(opts: SidecarOptions, log: Logger): Notifier {
+  const hook = opts.policy.accessRequests?.webhook;
+  if (!hook) return silentNotifier;
+  const env = opts.env ?? process.env;
+  const url = hook.url ?? env[hook.urlEnv!];
+  if (!url) throw new Error(`accessRequests.notifier.webhook.urlEnv names ${hook.urlEnv}, which is not set`);
+  const headers: Record<string, string> = {};
+  for (const [name, variable] of Object.entries(hook.headersEnv)) {
+    const value = env[variable];
+    if (value === undefined) throw new Error(`accessRequests.notifier.webhook.headersEnv.${name} names ${variable}, which is not set`);
+    headers[name] = value;
+  }
+  return new WebhookNotifier({ url, format: hook.format, headers, retries: hook.retries, log, adminUrl: opts.admin ? `http://${opts.admin}` : undefined });
 }
 
 function listen(server: Server, at: { host: string; port: number }): Promise<AddressInfo> {

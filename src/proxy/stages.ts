@@ -5,7 +5,8 @@ import { ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js
 import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type VerifiedToken } from '../auth/verify.js';
 import { argumentLookup, planArguments, type ArgumentPlan } from '../constraints/arguments.js';
 import { evaluateConstraints } from '../constraints/evaluate.js';
-import { deny, isDenial, type Denial } from '../errors.js';
+import type { ApprovalService } from '../approvals/service.js';
+import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors.js';
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
 import type { Grant, Policy, Route } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
@@ -21,6 +22,8 @@ export interface Deps {
   tokenHeader: string;
   maxBodyBytes: number;
   now: () => number;
+  /** Present when request_permission is configured. */
+  approvals?: ApprovalService;
 }
 
 /** One call as it moves through the pipeline; each stage fills in its part. */
@@ -38,6 +41,7 @@ export interface Call {
   plan?: ArgumentPlan;
   query?: Map<string, string>;
   json?: unknown;
+  violations?: ConstraintViolation[];
 }
 
 /** A stage continues (undefined) or refuses with a typed denial. */
@@ -67,10 +71,11 @@ export const readToken: Stage = (call, deps) => {
   return undefined;
 };
 
-/** Steps 1–7 of the verification table. */
+/** Steps 1–7 of the verification table; `aud` is the capability (or the sidecar endpoint's audience). */
 export const verifyToken: Stage = async (call, deps) => {
-  const capability = capabilityOf(call);
-  const verified = await verifyAgentToken(call.token!, capability, deps.policy.agents, Math.floor(deps.now() / 1000));
+  const route = call.route!;
+  const audience = route.kind === 'endpoint' ? route.audience : capabilityOf(call);
+  const verified = await verifyAgentToken(call.token!, audience, deps.policy.agents, Math.floor(deps.now() / 1000));
   if (isDenial(verified)) return verified;
   call.verified = verified;
   return undefined;
@@ -99,8 +104,9 @@ export const checkGrant: Stage = (call, deps) => {
 /** Buffers the body (bounded) so the bytes checked are the bytes forwarded. */
 export const readBody: Stage = async (call, deps) => {
   if (!hasBody(call.req)) return undefined;
-  const route = call.route as Extract<Route, { kind: 'capability' }>;
-  const body = await readBodyLimited(call.req, route.capability.maxBodyBytes ?? deps.maxBodyBytes);
+  const route = call.route!;
+  const limit = route.kind === 'capability' ? (route.capability.maxBodyBytes ?? deps.maxBodyBytes) : deps.maxBodyBytes;
+  const body = await readBodyLimited(call.req, limit);
   if (isDenial(body)) return body;
   call.body = body;
   return undefined;
@@ -128,14 +134,32 @@ export const readArguments: Stage = (call) => {
   return undefined;
 };
 
-/** Step 9b: every grant constraint holds. */
-export const checkConstraints: Stage = (call) => {
+/** Step 9b: evaluates every grant constraint (the verdict comes two stages later). */
+export const evaluateArguments: Stage = (call) => {
   const lookup = argumentLookup(call.plan!, call.params!, call.query!, call.json);
-  const violations = evaluateConstraints(call.grant!.constraints, lookup);
+  call.violations = evaluateConstraints(call.grant!.constraints, lookup);
+  return undefined;
+};
+
+/** Violations whose exact values a human approved with scope=value no longer count. */
+export const applyValueApprovals: Stage = async (call, deps) => {
+  if (!deps.approvals || !call.violations?.length) return undefined;
+  const approval = await deps.approvals.covering(call.verified!.agent.id, capabilityOf(call), call.violations);
+  if (approval) call.violations = [];
+  return undefined;
+};
+
+/** Step 9b verdict: any violation left refuses the call. */
+export const enforceConstraints: Stage = (call) => {
+  const violations = call.violations ?? [];
   if (violations.length === 0) return undefined;
+  return violationDenial(violations);
+};
+
+export function violationDenial(violations: ConstraintViolation[]): Denial {
   const fields = [...new Set(violations.map((v) => v.field))].join(', ');
   return deny('constraint_violated', `arguments violate the grant's constraints (${fields})`, violations);
-};
+}
 
 function capabilityOf(call: Call): string {
   return (call.route as Extract<Route, { kind: 'capability' }>).capability.name;

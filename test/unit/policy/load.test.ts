@@ -75,7 +75,7 @@ describe('loadPolicyText: valid policies', () => {
     expect(policy.capabilities.size).toBe(4);
     expect(policy.agents.size).toBe(2);
     expect(policy.grants.size).toBe(4);
-    expect(policy.routes).toHaveLength(5); // 4 capabilities + 1 public route
+    expect(policy.routes.filter((r) => r.kind !== 'endpoint')).toHaveLength(5); // 4 capabilities + 1 public route
     expect(policy.provider.name).toBe('billing-service');
     expect(policy.hash).toMatch(/^[0-9a-f]{64}$/);
     const grant = policy.grants.get(grantKey('agent-billing-bot', 'createInvoice'));
@@ -92,7 +92,7 @@ describe('loadPolicyText: valid policies', () => {
     const policy = await loadPolicyText(text(BASE), FILE);
     expect(policy.file).toBe(FILE);
     expect(policy.agents.get('agent-a')?.thumbprint).toBe('kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k');
-    expect(policy.routes.map((r) => `${r.method} ${r.template.source}`)).toEqual(['GET /items/{id}', 'POST /items']);
+    expect(policy.routes.filter((r) => r.kind !== 'endpoint').map((r) => `${r.method} ${r.template.source}`)).toEqual(['GET /items/{id}', 'POST /items']);
   });
 
   it('lets the same path be used by different methods', async () => {

@@ -1,0 +1,212 @@
+import { EventEmitter } from 'node:events';
+import { randomUUID } from 'node:crypto';
+import type { ConstraintViolation } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { AccessRequestSettings } from '../policy/types.js';
+import { codeMatches, hashCode, newApprovalCode } from './codes.js';
+import type { Notifier } from './notifier.js';
+import type { AccessRequestStore } from './store.js';
+import type { AccessRequest, ApprovalScope, ExecutionOutcome, ValueApproval } from './types.js';
+
+/** Runs an approved call against the app. */
+export type Executor = (request: AccessRequest) => Promise<ExecutionOutcome>;
+
+export type ResolutionError = 'not_found' | 'already_resolved' | 'invalid_code' | 'too_many_attempts' | 'invalid_scope';
+
+const WRONG_CODE_LIMIT = 5;
+const WRONG_CODE_WINDOW_MS = 60_000;
+
+export interface NewAccessRequest {
+  agentId: string;
+  agentName: string;
+  capability: string;
+  method: string;
+  target: string;
+  body?: Buffer;
+  args: unknown;
+  reason: string;
+  violations: ConstraintViolation[];
+}
+
+/**
+ * The approval flow: create, notify, wait, resolve once, execute on approve,
+ * remember value approvals. Waiting callers are woken through an in-process
+ * emitter; a shared store (Redis) will add cross-replica wake-ups.
+ */
+export class ApprovalService {
+  private readonly events = new EventEmitter();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly wrongCodes = new Map<string, number[]>();
+
+  constructor(
+    private readonly store: AccessRequestStore,
+    private readonly settings: AccessRequestSettings,
+    private readonly notifier: Notifier,
+    private readonly execute: Executor,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.events.setMaxListeners(0);
+  }
+
+  async create(input: NewAccessRequest): Promise<AccessRequest | 'limit'> {
+    if ((await this.store.pending()).length >= this.settings.maxPending) return 'limit';
+    const code = newApprovalCode();
+    const createdAt = this.now();
+    const request: AccessRequest = {
+      id: randomUUID(), ...input, body: input.body?.toString('base64'),
+      createdAt, expiresAt: createdAt + this.settings.ttlMs, codeHash: hashCode(code), state: 'pending', notified: false,
+    };
+    await this.store.create(request);
+    this.scheduleExpiry(request);
+    this.log.info('access request created', { requestId: request.id, agent: request.agentId, capability: request.capability });
+    void this.notifier.notify(request, code).then(
+      () => this.store.update(request.id, { notified: true }),
+      () => undefined, // already logged; the request stays pending and approvable through the admin API
+    );
+    return request;
+  }
+
+  get(id: string): Promise<AccessRequest | undefined> {
+    return this.store.get(id);
+  }
+
+  pending(): Promise<AccessRequest[]> {
+    return this.store.pending();
+  }
+
+  /** Resolves when the request is final: denied, expired, or approved and executed. */
+  async waitForFinal(id: string): Promise<AccessRequest | undefined> {
+    const isFinal = (r: AccessRequest | undefined) => !r || (r.state !== 'pending' && (r.state !== 'approved' || r.outcome !== undefined));
+    const current = await this.store.get(id);
+    if (isFinal(current)) return current;
+    return new Promise((resolve) => {
+      const onChange = async (): Promise<void> => {
+        const r = await this.store.get(id);
+        if (isFinal(r)) { this.events.off(id, onChange); resolve(r); }
+      };
+      this.events.on(id, onChange);
+    });
+  }
+
+  async approve(id: string, code: unknown, scope: unknown = 'once'): Promise<AccessRequest | ResolutionError> {
+    if (scope !== 'once' && scope !== 'value') return 'invalid_scope';
+    const checked = await this.checkCode(id, code);
+    if (typeof checked === 'string') return checked;
+    const resolved = await this.store.resolve(id, 'approved', { scope: scope as ApprovalScope, resolvedAt: this.now() });
+    if (!resolved) return 'already_resolved';
+    this.clearTimer(id);
+    if (scope === 'value') await this.rememberValues(resolved);
+    this.log.info('access request approved', { requestId: id, agent: resolved.agentId, capability: resolved.capability, scope });
+    void this.runApproved(resolved);
+    void this.notifier.onResolved(resolved).catch(() => undefined);
+    return resolved;
+  }
+
+  async deny(id: string, code: unknown, reason: unknown): Promise<AccessRequest | ResolutionError> {
+    const checked = await this.checkCode(id, code);
+    if (typeof checked === 'string') return checked;
+    const text = typeof reason === 'string' && reason.trim() ? reason.trim().slice(0, 1000) : 'denied by a human reviewer';
+    const resolved = await this.store.resolve(id, 'denied', { resolvedAt: this.now(), denyReason: text });
+    if (!resolved) return 'already_resolved';
+    this.clearTimer(id);
+    this.log.info('access request denied', { requestId: id, agent: resolved.agentId, capability: resolved.capability });
+    this.events.emit(id);
+    void this.notifier.onResolved(resolved).catch(() => undefined);
+    return resolved;
+  }
+
+  /** A new code for a pending request (the old one stops working): for when the notification was lost. */
+  async reissueCode(id: string): Promise<{ request: AccessRequest; code: string } | ResolutionError> {
+    const r = await this.store.get(id);
+    if (!r) return 'not_found';
+    if (r.state !== 'pending') return 'already_resolved';
+    const code = newApprovalCode();
+    await this.store.update(id, { codeHash: hashCode(code) });
+    this.log.warn('approval code reissued', { requestId: id });
+    return { request: r, code };
+  }
+
+  /** Value approvals for this agent and capability that cover every violation. */
+  async covering(agentId: string, capability: string, violations: ConstraintViolation[]): Promise<ValueApproval | undefined> {
+    if (violations.length === 0) return undefined;
+    const all = await this.store.valueApprovals(this.now());
+    return all.find((a) => a.agentId === agentId && a.capability === capability &&
+      violations.every((v) => Object.hasOwn(a.values, v.field) && sameJson(a.values[v.field], v.actual)));
+  }
+
+  valueApprovals(): Promise<ValueApproval[]> {
+    return this.store.valueApprovals(this.now());
+  }
+
+  revokeValueApproval(id: string): Promise<boolean> {
+    return this.store.deleteValueApproval(id);
+  }
+
+  close(): void {
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  private async checkCode(id: string, code: unknown): Promise<AccessRequest | ResolutionError> {
+    const r = await this.store.get(id);
+    if (!r) return 'not_found';
+    if (r.state !== 'pending') return 'already_resolved';
+    const now = this.now();
+    const recent = (this.wrongCodes.get(id) ?? []).filter((t) => t > now - WRONG_CODE_WINDOW_MS);
+    if (recent.length >= WRONG_CODE_LIMIT) return 'too_many_attempts';
+    if (!codeMatches(code, r.codeHash)) {
+      recent.push(now);
+      this.wrongCodes.set(id, recent);
+      this.log.warn('wrong approval code', { requestId: id, attempts: recent.length });
+      return 'invalid_code';
+    }
+    this.wrongCodes.delete(id);
+    return r;
+  }
+
+  private async rememberValues(r: AccessRequest): Promise<void> {
+    const values: Record<string, unknown> = {};
+    for (const v of r.violations) values[v.field] = v.actual;
+    const now = this.now();
+    await this.store.addValueApproval({
+      id: randomUUID(), agentId: r.agentId, capability: r.capability, values, requestId: r.id,
+      createdAt: now, expiresAt: now + this.settings.valueApprovalTtlMs,
+    });
+  }
+
+  private async runApproved(r: AccessRequest): Promise<void> {
+    let outcome: ExecutionOutcome;
+    try {
+      outcome = await this.execute(r);
+    } catch (err) {
+      outcome = { status: 502, body: { error: 'upstream_unavailable', message: (err as Error).message } };
+    }
+    await this.store.update(r.id, { outcome });
+    this.events.emit(r.id);
+  }
+
+  private scheduleExpiry(r: AccessRequest): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(r.id);
+      void this.store.resolve(r.id, 'expired', { resolvedAt: this.now() }).then((expired) => {
+        if (!expired) return;
+        this.log.info('access request expired', { requestId: r.id, agent: r.agentId, capability: r.capability });
+        this.events.emit(r.id);
+        void this.notifier.onResolved(expired).catch(() => undefined);
+      });
+    }, Math.max(0, r.expiresAt - this.now()));
+    timer.unref();
+    this.timers.set(r.id, timer);
+  }
+
+  private clearTimer(id: string): void {
+    const t = this.timers.get(id);
+    if (t) clearTimeout(t);
+    this.timers.delete(id);
+  }
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}

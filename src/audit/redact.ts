@@ -1,0 +1,13 @@
+/** Key fragments whose values never leave the sidecar in logs, notifications or audit entries. */
+export const SECRET_KEY_PATTERN = /key|secret|token|password|auth|credential|bearer/i;
+
+export const REDACTED = '[REDACTED]';
+
+/** Copies `value`, replacing the value of every secret-looking key (any depth, arrays too). */
+export function redact(value: unknown, pattern: RegExp = SECRET_KEY_PATTERN): unknown {
+  if (Array.isArray(value)) return value.map((v) => redact(v, pattern));
+  if (typeof value !== 'object' || value === null) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = pattern.test(k) ? REDACTED : redact(v, pattern);
+  return out;
+}

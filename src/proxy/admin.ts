@@ -1,0 +1,113 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ApprovalService, ResolutionError } from '../approvals/service.js';
+import type { AccessRequest } from '../approvals/types.js';
+import { redact } from '../audit/redact.js';
+import type { Logger } from '../log.js';
+import { readJsonObject, sendJson } from './respond.js';
+
+export interface AdminOptions {
+  isReady: () => boolean;
+  approvals?: ApprovalService;
+  /** Bearer token for everything but the probes; without one the approvals API is closed. */
+  adminToken?: string;
+  log: Logger;
+}
+
+const RESOLUTION_STATUS: Record<ResolutionError, number> = {
+  not_found: 404, already_resolved: 409, invalid_code: 403, too_many_attempts: 429, invalid_scope: 400,
+};
+
+/**
+ * The operator listener: probes without auth, the approvals API behind the
+ * admin bearer token. It never shares a port with agents.
+ */
+export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  const expected = opts.adminToken ? digest(opts.adminToken) : undefined;
+  return (req, res) => {
+    void route(req, res).catch((err: Error) => {
+      opts.log.error('admin request failed', { error: err.message });
+      if (!res.headersSent) sendJson(res, 500, { error: 'internal_error', message: 'the admin request failed' });
+    });
+  };
+
+  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '').split('?')[0]!;
+    const method = req.method ?? '';
+    if (path === '/healthz' && (method === 'GET' || method === 'HEAD')) return sendJson(res, 200, { status: 'ok' });
+    if (path === '/readyz' && (method === 'GET' || method === 'HEAD')) {
+      return opts.isReady() ? sendJson(res, 200, { status: 'ready' }) : sendJson(res, 503, { status: 'not_ready' });
+    }
+    if (!path.startsWith('/approvals')) return sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
+    if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to use the approvals API' });
+    if (!authorized(req, expected)) {
+      opts.log.warn('admin call without a valid token', { method, path });
+      return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' }, { 'www-authenticate': 'Bearer realm="agents-chain-admin"' });
+    }
+    const approvals = opts.approvals;
+    if (!approvals) return sendJson(res, 404, { error: 'not_found', message: 'request_permission is not configured (constraintAware and accessRequests)' });
+
+    const parts = path.split('/').slice(1); // ['approvals', ...]
+    if (parts.length === 1 && method === 'GET') {
+      return sendJson(res, 200, { requests: (await approvals.pending()).map(view) });
+    }
+    if (parts[1] === 'grants') {
+      if (parts.length === 2 && method === 'GET') return sendJson(res, 200, { grants: await approvals.valueApprovals() });
+      if (parts.length === 3 && method === 'DELETE') {
+        return (await approvals.revokeValueApproval(parts[2]!))
+          ? sendJson(res, 200, { revoked: parts[2] })
+          : sendJson(res, 404, { error: 'not_found', message: 'no such value approval' });
+      }
+    }
+    const id = parts[1];
+    if (id && parts.length === 2 && method === 'GET') {
+      const r = await approvals.get(id);
+      return r ? sendJson(res, 200, view(r)) : sendJson(res, 404, { error: 'not_found', message: 'no such access request' });
+    }
+    if (id && parts.length === 3 && method === 'POST') {
+      const body = await readJsonObject(req);
+      if (!body) return sendJson(res, 400, { error: 'invalid_body', message: 'expected a JSON object' });
+      const action = parts[2];
+      const result = action === 'approve' ? await approvals.approve(id, body.code, body.scope ?? 'once')
+        : action === 'deny' ? await approvals.deny(id, body.code, body.reason)
+        : action === 'code' ? await approvals.reissueCode(id)
+        : undefined;
+      if (result === undefined) return sendJson(res, 404, { error: 'not_found', message: `no admin action "${action}"` });
+      if (typeof result === 'string') return sendJson(res, RESOLUTION_STATUS[result], { error: result, message: resolutionMessage(result) });
+      if ('code' in result && 'request' in result) return sendJson(res, 200, { ...view(result.request), code: result.code });
+      return sendJson(res, 200, view(result as AccessRequest));
+    }
+    sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
+  }
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+function authorized(req: IncomingMessage, expected: Buffer): boolean {
+  const m = /^Bearer +(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  return m !== null && timingSafeEqual(digest(m[1]!), expected);
+}
+
+/** What operators see of a request: never the code hash; args with secrets redacted. */
+function view(r: AccessRequest): Record<string, unknown> {
+  return {
+    id: r.id, state: r.state, agentId: r.agentId, agentName: r.agentName, capability: r.capability,
+    method: r.method, path: r.target, args: redact(r.args), reason: r.reason, violations: r.violations,
+    createdAt: new Date(r.createdAt).toISOString(), expiresAt: new Date(r.expiresAt).toISOString(),
+    notified: r.notified, scope: r.scope, denyReason: r.denyReason,
+    resolvedAt: r.resolvedAt === undefined ? undefined : new Date(r.resolvedAt).toISOString(),
+    resultStatus: r.outcome?.status,
+  };
+}
+
+function resolutionMessage(e: ResolutionError): string {
+  switch (e) {
+    case 'not_found': return 'no such access request';
+    case 'already_resolved': return 'this request was already approved, denied or expired';
+    case 'invalid_code': return 'wrong approval code; the request is still pending';
+    case 'too_many_attempts': return 'too many wrong codes for this request; wait a minute';
+    case 'invalid_scope': return 'scope must be "once" or "value"';
+  }
+}
