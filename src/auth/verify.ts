@@ -6,8 +6,12 @@ import type { Agent, VerificationKey } from '../policy/types.js';
 
 /** Seconds of clock difference tolerated between agent and sidecar. */
 export const CLOCK_SKEW_SECONDS = 30;
-/** How long a jti is remembered: covers the longest lifetime plus skew. */
-export const REPLAY_WINDOW_SECONDS = 90;
+/**
+ * How long a jti is remembered. A token is accepted from iat - skew to
+ * exp + skew, up to 60 + 2 x 30 = 120 s, so the seed's 90 s window is
+ * widened to cover every instant a token could still pass step 7.
+ */
+export const REPLAY_WINDOW_SECONDS = MAX_TOKEN_LIFETIME_SECONDS + 2 * CLOCK_SKEW_SECONDS;
 
 export interface AgentClaims {
   sub: string;

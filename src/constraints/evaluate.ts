@@ -38,12 +38,18 @@ function equals(a: { value: unknown; fromUrl: boolean }, expected: Scalar): bool
  */
 function looselyEquals(value: unknown, listed: Scalar): boolean {
   if (value === listed) return true;
+  // Case-insensitive collations, padding and compatibility forms: "Internal ", "ＩＮＴＥＲＮＡＬ".
+  if (typeof value === 'string' && typeof listed === 'string') return fold(value) === fold(listed);
   if (typeof value === 'number' && typeof listed === 'string') return String(value) === listed.trim();
   if (typeof value !== 'string') return false;
   const text = value.trim();
   if (typeof listed === 'number') return text !== '' && Number(text) === listed;
   if (typeof listed === 'boolean') return text.toLowerCase() === String(listed);
   return false;
+}
+
+function fold(s: string): string {
+  return s.normalize('NFKC').trim().toLowerCase();
 }
 
 function describe(v: unknown): string {

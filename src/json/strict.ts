@@ -37,6 +37,11 @@ export function parseStrictJsonBytes(bytes: Uint8Array): unknown {
   return parseStrictJson(text);
 }
 
+/** Simple case folding as Go's encoding/json applies it (K and ſ fold too). */
+function foldKey(key: string): string {
+  return key.toLowerCase().replace(/\u212a/g, 'k').replace(/\u017f/g, 's');
+}
+
 class Parser {
   i = 0;
   constructor(private readonly s: string) {}
@@ -80,6 +85,7 @@ class Parser {
     if (depth >= MAX_DEPTH) this.fail(`nesting too deep (over ${MAX_DEPTH} levels)`);
     // Null prototype: a "__proto__" key is an ordinary key, never a prototype.
     const out: Record<string, unknown> = Object.create(null);
+    const folded = new Set<string>();
     this.i++;
     this.ws();
     if (this.s[this.i] === '}') { this.i++; return out; }
@@ -88,6 +94,10 @@ class Parser {
       const keyAt = this.i;
       const key = this.string();
       if (Object.hasOwn(out, key)) { this.i = keyAt; this.fail(`duplicate key ${JSON.stringify(key)}`); }
+      // Go, ASP.NET and lenient Jackson match keys ignoring case, last one winning.
+      const f = foldKey(key);
+      if (folded.has(f)) { this.i = keyAt; this.fail(`key ${JSON.stringify(key)} repeats another key in different case`); }
+      folded.add(f);
       this.ws();
       if (this.s[this.i] !== ':') this.fail('expected ":"');
       this.i++;
@@ -125,7 +135,10 @@ class Parser {
     const text = r[0];
     const n = Number(text);
     if (!Number.isFinite(n)) this.fail('number out of range');
-    if (r[1] === undefined && r[2] === undefined && !Number.isSafeInteger(n)) this.fail('integer outside the safe range');
+    if (Math.abs(n) > Number.MAX_SAFE_INTEGER) this.fail('number outside the safe integer range');
+    // More digits than a double holds: an exact-decimal parser would read another value.
+    const digits = text.replace(/[eE].*$/, '').replace(/[-.]/g, '').replace(/^0+/, '').replace(/0+$/, '');
+    if (digits.length > 17) this.fail('number has more significant digits than a double can hold');
     this.i += text.length;
     return n;
   }

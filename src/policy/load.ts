@@ -72,7 +72,7 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     if (typeof t === 'string') return at([...path, 'path'], t);
     const route = make(t);
     routes.forEach((other, i) => {
-      if (other.method === method && templatesOverlap(other.template, t)) {
+      if (sameHandler(other.method, method) && (templatesOverlap(other.template, t) || templatesOverlap(loose(other.template), loose(t)))) {
         const owner = other.kind === 'endpoint' ? "the sidecar's own endpoint" : keyOf(routePaths[i]!);
         at([...path, 'path'], `route ${method} ${source} overlaps ${owner} (${other.method} ${other.template.source})`);
       }
@@ -163,6 +163,19 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     agents,
     grants,
   };
+}
+
+/** Many frameworks run the GET handler for HEAD: the two methods share routes. */
+function sameHandler(a: string, b: string): boolean {
+  const m = (x: string) => (x === 'HEAD' ? 'GET' : x);
+  return m(a) === m(b);
+}
+
+/** A template as case-insensitive, trailing-slash-agnostic routers see it. */
+function loose(t: PathTemplate): PathTemplate {
+  const segments = t.segments.map((s) => ('literal' in s ? { literal: s.literal.toLowerCase() } : s));
+  if (segments.length > 1 && 'literal' in segments.at(-1)! && (segments.at(-1) as { literal: string }).literal === '') segments.pop();
+  return { source: t.source, segments };
 }
 
 /** The sidecar's own endpoints on the agent port; a policy route may not overlap them. */

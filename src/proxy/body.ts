@@ -1,6 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import { deny, type Denial } from '../errors.js';
 
+/** The client hung up before sending its whole body: nothing to answer, nothing to forward. */
+export class ClientAbortedError extends Error {
+  constructor() {
+    super('client aborted the request');
+    this.name = 'ClientAbortedError';
+  }
+}
+
 export function hasBody(req: IncomingMessage): boolean {
   const len = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
@@ -29,8 +37,8 @@ export function readBodyLimited(req: IncomingMessage, limit: number): Promise<Bu
       chunks.push(chunk);
     };
     const onEnd = (): void => { cleanup(); resolve(Buffer.concat(chunks, size)); };
-    const onError = (err: Error): void => { cleanup(); reject(err); };
-    const onAborted = (): void => { cleanup(); reject(new Error('client aborted the request')); };
+    const onError = (): void => { cleanup(); reject(new ClientAbortedError()); };
+    const onAborted = (): void => { cleanup(); reject(new ClientAbortedError()); };
     const cleanup = (): void => {
       req.off('data', onData);
       req.off('end', onEnd);

@@ -39,7 +39,8 @@ export class Upstream {
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`upstream must be http:// or https://, got ${url}`);
     if (u.pathname !== '/' || u.search || u.hash) throw new Error(`upstream must be an origin without a path, got ${url}`);
     this.origin = u.origin;
-    this.pool = new Pool(u.origin, { connections, pipelining: 1, keepAliveTimeout: 4_000 });
+    // headersTimeout bounds a stuck app; no bodyTimeout, so long event streams stay open.
+    this.pool = new Pool(u.origin, { connections, pipelining: 1, keepAliveTimeout: 4_000, headersTimeout: 60_000, bodyTimeout: 0 });
   }
 
   async forward(req: ForwardRequest, res: ServerResponse): Promise<ForwardResult | Denial> {

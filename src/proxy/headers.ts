@@ -6,7 +6,11 @@
 const HOP_BY_HOP = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization',
   'te', 'trailer', 'transfer-encoding', 'upgrade',
+  // Node answers 100-continue itself; undici refuses to send Expect.
+  'expect',
 ]);
+/** End-to-end headers a caller may not remove by naming them in Connection. */
+const NOT_DROPPABLE = new Set(['host', 'content-type', 'content-length', 'content-encoding', 'authorization', 'x-request-id']);
 const METHOD_OVERRIDES = new Set(['x-http-method-override', 'x-http-method', 'x-method-override']);
 const SIDECAR_OWNED = new Set(['forwarded', 'x-request-id', 'content-length']);
 
@@ -22,7 +26,7 @@ function connectionListed(raw: readonly string[]): Set<string> {
     if (raw[i]!.toLowerCase() !== 'connection') continue;
     for (const t of raw[i + 1]!.split(',')) {
       const name = t.trim().toLowerCase();
-      if (name) out.add(name);
+      if (name && !NOT_DROPPABLE.has(name) && !name.startsWith('x-agent-')) out.add(name);
     }
   }
   return out;
@@ -43,6 +47,8 @@ export function upstreamRequestHeaders(
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     const lower = name.toLowerCase();
+    // CGI-style servers read "X_Agent_Id" as X-Agent-Id: like nginx, never forward names with "_".
+    if (lower.includes('_')) continue;
     if (HOP_BY_HOP.has(lower) || listed.has(lower) || METHOD_OVERRIDES.has(lower)) continue;
     if (lower === token || lower.startsWith('x-agent-') || lower.startsWith('x-forwarded-')) continue;
     if (SIDECAR_OWNED.has(lower) && !(lower === 'content-length' && opts.bodyLength === undefined)) continue;

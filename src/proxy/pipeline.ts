@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, isDenial, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Route } from '../policy/types.js';
+import { ClientAbortedError } from './body.js';
 import { serveEndpoint } from './endpoints.js';
 import type { Upstream } from './forward.js';
 import { upstreamRequestHeaders } from './headers.js';
@@ -32,7 +33,10 @@ const AUTHORIZATION: Stage[] = [
 /** The sidecar's own agent endpoints (/agent/...): an agent token for that endpoint's audience. */
 const ENDPOINT_AUTHENTICATION: Stage[] = [readToken, verifyToken, checkReplay];
 
-const STAGES: Record<Route['kind'], Stage[]> = { capability: AUTHORIZATION, endpoint: ENDPOINT_AUTHENTICATION, public: [] };
+/** Public routes: no token, but the body is still bounded and buffered (no slow body can pin an upstream connection). */
+const PUBLIC: Stage[] = [readBody];
+
+const STAGES: Record<Route['kind'], Stage[]> = { capability: AUTHORIZATION, endpoint: ENDPOINT_AUTHENTICATION, public: PUBLIC };
 
 export interface PipelineDeps extends Deps {
   upstream: Upstream;
@@ -49,6 +53,7 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
     if (isDenial(forwarded)) return refuse(call, res, forwarded, deps);
     deps.log.debug('call forwarded', { ...describe(call), status: forwarded.status });
   } catch (err) {
+    if (err instanceof ClientAbortedError) return void deps.log.info('client went away', { ...describe(call) });
     deps.log.error('call failed', { ...describe(call), error: (err as Error).message });
     if (!res.headersSent) refuse(call, res, deny('internal_error', 'the sidecar failed to handle this call'), deps);
     else res.destroy();
@@ -75,8 +80,7 @@ function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
     requestId: call.requestId,
     bodyLength: call.body?.length,
   });
-  // Public routes are not inspected, so their body streams through untouched.
-  const body = isCapability ? call.body : req;
+  const body = call.body;
   const wrap = isCapability && deps.policy.context.constraintAware && deps.policy.context.envelope === 'all'
     ? { capability: (route as Extract<Route, { kind: 'capability' }>).capability.name, constraints: call.grant?.constraints }
     : undefined;

@@ -64,7 +64,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     : undefined;
   const deps: PipelineDeps = {
     policy: opts.policy,
-    replay: opts.replay ?? new MemoryReplayStore(),
+    replay: opts.replay ?? new MemoryReplayStore(undefined, now),
     tokenHeader: opts.tokenHeader ?? 'authorization',
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     now,
@@ -76,6 +76,18 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
 
   const data = createServer({ requireHostHeader: true }, (req, res) => void handleCall(req, res, deps));
   data.keepAliveTimeout = 65_000;
+  // A caller gets 10 s to send its headers and 30 s for the whole request (slow-body callers are cut off).
+  data.headersTimeout = 10_000;
+  data.requestTimeout = 30_000;
+  data.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    // Requests Node's parser refuses still get the JSON error shape.
+    if (!socket.writable || (err as { code?: string }).code === 'ECONNRESET') return void socket.destroy();
+    const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    const body = JSON.stringify(timeout
+      ? { error: 'request_timeout', message: 'the request was not received in time' }
+      : { error: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'parse error'})` });
+    socket.end(`HTTP/1.1 ${timeout ? '408 Request Timeout' : '400 Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  });
   const admin = createServer(adminHandler({ isReady: () => ready, approvals, adminToken: opts.adminToken, log }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));

@@ -10,7 +10,7 @@ import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
 import type { Grant, Policy, Route } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
-import { queryNames, readConstrainedQuery } from '../routing/query.js';
+import { checkQueryShape, queryNames, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget, type RequestTarget } from '../routing/target.js';
 import { checkJsonRepresentation, hasBody, readBodyLimited } from './body.js';
 import { repeatedSingleton } from './headers.js';
@@ -53,7 +53,7 @@ export const checkRequestShape: Stage = (call) => {
   call.target = target;
   const repeated = repeatedSingleton(call.req.rawHeaders);
   if (repeated) return deny('invalid_header', `header "${repeated}" appears more than once`);
-  return undefined;
+  return checkQueryShape(target.query);
 };
 
 export const findRoute: Stage = (call, deps) => {
@@ -119,6 +119,13 @@ export const readArguments: Stage = (call) => {
   const query = readConstrainedQuery(call.target!.query, plan.query);
   if (isDenial(query)) return query;
   call.query = query;
+  if (isForm(call.req) && call.body && [...queryNames(call.body.toString('latin1'))].some((n) => n.toLowerCase() === '_method')) {
+    return deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
+  }
+  // An app may read a body field before the query one: a checked query needs an empty body.
+  if (plan.query.size > 0 && call.body && call.body.length > 0) {
+    return deny('invalid_body', `${call.route!.method} with constrained query parameters must not carry a body`);
+  }
   if (!plan.body) return undefined;
   const inQuery = [...queryNames(call.target!.query)].find((n) => plan.bodyRoots.has(n));
   if (inQuery) return deny('invalid_query', `"${inQuery}" is a constrained body field; it must not also be sent in the query`);
@@ -159,6 +166,10 @@ export const enforceConstraints: Stage = (call) => {
 export function violationDenial(violations: ConstraintViolation[]): Denial {
   const fields = [...new Set(violations.map((v) => v.field))].join(', ');
   return deny('constraint_violated', `arguments violate the grant's constraints (${fields})`, violations);
+}
+
+function isForm(req: IncomingMessage): boolean {
+  return /^\s*application\/x-www-form-urlencoded/i.test(req.headers['content-type'] ?? '');
 }
 
 function capabilityOf(call: Call): string {

@@ -21,15 +21,18 @@ export function readConstrainedQuery(
 ): Map<string, string> | Denial {
   const out = new Map<string, string>();
   if (!query || names.size === 0) return out;
+  const lowered = new Map([...names].map((n) => [n.toLowerCase(), n]));
   for (const pair of query.split('&')) {
     if (pair === '') continue;
     const eq = pair.indexOf('=');
     const rawKey = eq === -1 ? pair : pair.slice(0, eq);
     const key = decodeComponent(rawKey);
     if (key === undefined) return deny('invalid_query', 'query has a malformed percent-encoding');
-    const bracket = key.indexOf('[');
-    if (bracket !== -1 && names.has(key.slice(0, bracket))) {
-      return deny('invalid_query', `query parameter "${key.slice(0, bracket)}" must not use brackets`);
+    // "a[b]", "a[]" and "A.B" are how various frameworks spell or fold "a.b".
+    const canonical = key.replace(/\[([^\]]*)\]/g, (_, inner: string) => (inner === '' || /^\d+$/.test(inner) ? '' : `.${inner}`)).toLowerCase();
+    const target = lowered.get(canonical) ?? lowered.get(key.split('[')[0]!.toLowerCase());
+    if (target !== undefined && key !== target) {
+      return deny('invalid_query', `query parameter "${key}" is another spelling of the constrained "${target}"; send it once, as "${target}"`);
     }
     if (!names.has(key)) continue;
     if (out.has(key)) return deny('invalid_query', `query parameter "${key}" is repeated`);
@@ -38,6 +41,20 @@ export function readConstrainedQuery(
     out.set(key, value);
   }
   return out;
+}
+
+/**
+ * Refuses what makes a query read differently by different servers: raw ";"
+ * (a separator for some), and the "_method" override (Laravel, Symfony,
+ * method-override) that would turn the checked method into another.
+ */
+export function checkQueryShape(query: string | undefined): Denial | undefined {
+  if (!query) return undefined;
+  if (query.includes(';')) return deny('invalid_query', 'query must not contain a raw ";" (some servers split on it); encode it as %3B');
+  for (const name of queryNames(query)) {
+    if (name.toLowerCase() === '_method') return deny('invalid_query', 'the "_method" override is not accepted; use the real HTTP method');
+  }
+  return undefined;
 }
 
 /** Top-level names present in a query (decoded, brackets stripped). */

@@ -51,11 +51,28 @@ describe('parseStrictJson: valid documents', () => {
     expect(parseStrictJson('"😀"')).toBe('😀');
   });
 
-  it('accepts 1.5e3, the largest safe integer, and 1e21 (not an integer literal)', () => {
+  it('accepts 1.5e3 and the largest safe integer', () => {
     expect(parseStrictJson('1.5e3')).toBe(1500);
     expect(parseStrictJson('9007199254740991')).toBe(9007199254740991);
     expect(parseStrictJson('-9007199254740991')).toBe(-9007199254740991);
-    expect(parseStrictJson('1e21')).toBe(1e21);
+  });
+
+  it('refuses any number beyond the safe integer range, whatever its form', () => {
+    failsWith('1e21', 'safe integer range');
+    failsWith('9007199254740993.0', 'safe integer range');
+    failsWith('-9007199254740993e0', 'safe integer range');
+  });
+
+  it('refuses numbers with more significant digits than a double holds', () => {
+    failsWith('1000.00000000000000001', 'significant digits');
+    expect(parseStrictJson('0.1')).toBe(0.1);
+    expect(parseStrictJson('123456789.12345678')).toBe(123456789.12345678);
+  });
+
+  it('refuses keys that differ only in case (Go and ASP.NET fold them)', () => {
+    failsWith('{"amount":5,"AMOUNT":99999}', 'different case');
+    failsWith('{"mask":1,"ma\u017fk":2}', 'different case');
+    expect(parseStrictJson('{"a":{"x":1},"b":{"X":2}}')).toEqual({ a: { x: 1 }, b: { X: 2 } });
   });
 
   it('makes "__proto__" an own property, never the prototype', () => {
@@ -96,10 +113,10 @@ describe('parseStrictJson: refused documents', () => {
   });
 
   it('refuses integers outside the safe range', () => {
-    failsWith('9007199254740993', 'safe range');
-    failsWith('9007199254740992', 'safe range');
-    failsWith('-9007199254740993', 'safe range');
-    failsWith('{"amount":9007199254740993}', 'safe range');
+    failsWith('9007199254740993', 'safe integer range');
+    failsWith('9007199254740992', 'safe integer range');
+    failsWith('-9007199254740993', 'safe integer range');
+    failsWith('{"amount":9007199254740993}', 'safe integer range');
   });
 
   it('refuses numbers that overflow to infinity', () => {
@@ -195,6 +212,6 @@ describe('parseStrictJsonBytes', () => {
   it('applies the same strict rules after decoding', () => {
     bytesFailWith(utf8('{"a":1,"a":2}'), 'duplicate key');
     bytesFailWith(utf8('"\\ud800"'), 'lone surrogate');
-    bytesFailWith(utf8('9007199254740993'), 'safe range');
+    bytesFailWith(utf8('9007199254740993'), 'safe integer range');
   });
 });
