@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { approvalsCommand } from './approvals.js';
+import { contextCommand } from './context.js';
 import { keygenCommand } from './keygen.js';
 import { policyCommand } from './policy.js';
 import { serveCommand } from './serve.js';
@@ -14,6 +16,8 @@ Commands:
   keygen        create an Ed25519 key pair for an agent
   token         mint a single-use agent+jwt for one call
   policy check  validate a policy file (exit 1 on errors)
+  context       print an agent's constraint context (system-prompt block)
+  approvals     list, approve or deny access requests on a sidecar's admin listener
 
 Run "agents-chain <command> --help" for a command's options.
 `;
@@ -23,6 +27,8 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   keygen: keygenCommand,
   token: tokenCommand,
   policy: policyCommand,
+  context: contextCommand,
+  approvals: approvalsCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

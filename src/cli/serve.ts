@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { isLogLevel, createLogger } from '../log.js';
 import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile } from '../policy/load.js';
@@ -18,6 +19,8 @@ Options (each also read from the environment variable shown):
                                                             AGENTS_CHAIN_TOKEN_HEADER
   --max-body BYTES     request body limit [${DEFAULT_MAX_BODY_BYTES}]        AGENTS_CHAIN_MAX_BODY
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
+  --admin-token-file FILE  bearer token for the approvals API on --admin
+                                                            AGENTS_CHAIN_ADMIN_TOKEN
   -h, --help           show this help
 `;
 
@@ -30,6 +33,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'token-header': { type: 'string' },
     'max-body': { type: 'string' },
     'log-level': { type: 'string' },
+    'admin-token-file': { type: 'string' },
   }, USAGE);
   if (!args) return 0;
   const env = process.env;
@@ -44,6 +48,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     throw new UsageError(`--max-body must be a whole number of bytes, got "${maxBodyText}"`);
   }
   const log = createLogger(level);
+  const tokenFile = v['admin-token-file'];
+  const adminToken = tokenFile ? (await readFile(tokenFile, 'utf8')).trim() : env.AGENTS_CHAIN_ADMIN_TOKEN;
 
   let policy;
   try {
@@ -63,6 +69,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
     maxBodyBytes,
     log,
+    adminToken: adminToken || undefined,
   });
   const stop = (signal: string): void => {
     log.info('shutting down', { signal });

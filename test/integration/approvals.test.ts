@@ -1,0 +1,241 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import type { TestAgent } from '../support/fixture.js';
+import { ADMIN_TOKEN, startApprovalEnv, type ApprovalEnv } from '../support/approvals.js';
+
+interface Reply { status: number; headers: Record<string, unknown>; json: any }
+
+async function call(env: ApprovalEnv, bot: TestAgent, opts: { method?: string; path: string; aud: string; body?: unknown; headers?: Record<string, string> }): Promise<Reply> {
+  const res = await request(`${env.sidecar.url}${opts.path}`, {
+    method: (opts.method ?? 'GET') as 'GET',
+    headers: {
+      authorization: `Bearer ${await bot.signer.sign(opts.aud)}`,
+      ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...opts.headers,
+    },
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, headers: res.headers, json: text ? JSON.parse(text) : undefined };
+}
+
+const sendSms = (env: ApprovalEnv, to: string, bot = env.bot) => call(env, bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { to, body: 'hello' } });
+const askPermission = (env: ApprovalEnv, to: string, bot = env.bot, headers: Record<string, string> = {}) =>
+  call(env, bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', headers,
+    body: { capability: 'send_sms', args: { to, body: 'User asked me to notify this number' }, reason: 'The user explicitly asked for this number' } });
+
+describe('context-aware mode and human approval (the send_sms story)', () => {
+  let env: ApprovalEnv;
+  beforeAll(async () => { env = await startApprovalEnv({ agents: 5 }); });
+  afterAll(async () => { await env.close(); });
+
+  it('violation → request_permission → approve (scope value) → executed → next call passes untouched', async () => {
+    const seen = env.app.requests.length;
+    const denied = await sendSms(env, '+9999999');
+    expect(denied.status).toBe(403);
+    expect(denied.json).toMatchObject({
+      success: false,
+      permission: 'constraint_violated',
+      capability: 'send_sms',
+      error: 'constraint_violated',
+      violations: [{ field: 'to', constraint: 'in', expected: ['+254700000001', '+254700000002'], actual: '+9999999' }],
+      activeConstraints: { to: { in: ['+254700000001', '+254700000002'] } },
+    });
+    expect(denied.json.guidance).toContain('request_permission');
+    expect(env.app.requests.length).toBe(seen);
+
+    const waiting = askPermission(env, '+9999999');
+    const note = await env.inbox.nextRequest();
+    expect(note).toMatchObject({ agentId: env.bot.id, capability: 'send_sms', args: { to: '+9999999' }, reason: 'The user explicitly asked for this number' });
+    expect(env.app.requests.length).toBe(seen); // nothing runs before a human decides
+
+    const approved = await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code, scope: 'value' });
+    expect(approved.status).toBe(200);
+    expect(approved.json.state).toBe('approved');
+
+    const result = await waiting;
+    expect(result.status).toBe(200);
+    expect(result.json).toMatchObject({
+      success: true, permission: 'approved', capability: 'send_sms',
+      grant: { requestId: note.requestId, scope: 'value', values: { to: '+9999999' } },
+      result: { sent: true, path: '/sms', by: env.bot.id, permission: 'approved' },
+    });
+    const executed = env.app.requests.at(-1)!;
+    expect(JSON.parse(executed.body.toString())).toEqual({ to: '+9999999', body: 'User asked me to notify this number' });
+    expect(executed.headers['x-agent-capability']).toBe('send_sms');
+
+    const again = await sendSms(env, '+9999999');
+    expect(again.status).toBe(200);
+    expect(again.headers['agent-permission']).toBe('not_required');
+    expect(again.json.sent).toBe(true);
+
+    // The value approval is listed and revocable; after revocation the value is refused again.
+    const grants = await env.admin('GET', '/approvals/grants');
+    const grant = grants.json.grants.find((g: any) => g.requestId === note.requestId);
+    expect(grant).toMatchObject({ agentId: env.bot.id, capability: 'send_sms', values: { to: '+9999999' } });
+    expect((await env.admin('DELETE', `/approvals/grants/${grant.id}`)).status).toBe(200);
+    expect((await sendSms(env, '+9999999')).status).toBe(403);
+  });
+
+  it('scope once: the approved call runs, the next one with the same value is refused again', async () => {
+    const waiting = askPermission(env, '+1111111');
+    const note = await env.inbox.nextRequest();
+    expect((await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code })).status).toBe(200);
+    expect((await waiting).json.grant.scope).toBe('once');
+    expect((await sendSms(env, '+1111111')).json.permission).toBe('constraint_violated');
+  });
+
+  it('deny: the agent gets permission denied with the human reason; nothing reaches the app', async () => {
+    const seen = env.app.requests.length;
+    const waiting = askPermission(env, '+2222222');
+    const note = await env.inbox.nextRequest();
+    expect((await env.admin('POST', `/approvals/${note.requestId}/deny`, { code: note.code, reason: 'not a customer number' })).status).toBe(200);
+    const r = await waiting;
+    expect(r.status).toBe(403);
+    expect(r.json).toMatchObject({ success: false, permission: 'denied', reason: 'not a customer number', capability: 'send_sms' });
+    expect(env.app.requests.length).toBe(seen);
+  });
+
+  it('a wrong code neither resolves nor burns the request; then a code cannot be used twice', async () => {
+    const waiting = askPermission(env, '+3333333');
+    const note = await env.inbox.nextRequest();
+    const wrong = await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: 'WRONGCODE1' });
+    expect(wrong.status).toBe(403);
+    expect(wrong.json.error).toBe('invalid_code');
+    expect((await env.admin('GET', `/approvals/${note.requestId}`)).json.state).toBe('pending');
+    expect((await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code })).status).toBe(200);
+    await waiting;
+    const reuse = await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code });
+    expect(reuse.status).toBe(409);
+    expect(reuse.json.error).toBe('already_resolved');
+    expect((await env.admin('POST', `/approvals/${note.requestId}/deny`, { code: note.code })).status).toBe(409);
+  });
+
+  it('rate-limits wrong codes', async () => {
+    const waiting = askPermission(env, '+3334444', env.bot, { prefer: 'respond-async' });
+    const { json } = await waiting;
+    await env.inbox.nextRequest();
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await env.admin('POST', `/approvals/${json.requestId}/approve`, { code: `BAD${i}` })).status);
+    expect(statuses).toEqual([403, 403, 403, 403, 403, 429]);
+  });
+
+  it('two approvals at once resolve the request once', async () => {
+    const waiting = askPermission(env, '+3335555');
+    const note = await env.inbox.nextRequest();
+    const both = await Promise.all([
+      env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code }),
+      env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code }),
+    ]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 409]);
+    expect((await waiting).status).toBe(200);
+  });
+
+  it('Prefer: respond-async answers 202 and the status URL reports the outcome', async () => {
+    const accepted = await askPermission(env, '+4444444', env.bot, { prefer: 'respond-async' });
+    expect(accepted.status).toBe(202);
+    expect(accepted.json).toMatchObject({ status: 'pending', statusUrl: `/agent/request-permission/${accepted.json.requestId}` });
+    const note = await env.inbox.nextRequest();
+    expect(note.requestId).toBe(accepted.json.requestId);
+    const poll = () => call(env, env.bot, { path: accepted.json.statusUrl, aud: 'request_permission' });
+    expect((await poll()).status).toBe(202);
+    await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code });
+    let final = await poll();
+    for (let i = 0; i < 20 && final.status === 202; i++) { await new Promise((r) => setTimeout(r, 25)); final = await poll(); }
+    expect(final.status).toBe(200);
+    expect(final.json).toMatchObject({ permission: 'approved', result: { sent: true } });
+    // Another agent cannot read it.
+    expect((await call(env, env.bots[1]!, { path: accepted.json.statusUrl, aud: 'request_permission' })).status).toBe(404);
+  });
+
+  it('many agents can wait at once, each released by its own approval', async () => {
+    const waits = env.bots.map((b, i) => askPermission(env, `+55500000${i}`, b));
+    const notes = await Promise.all(env.bots.map(() => env.inbox.nextRequest()));
+    expect((await env.admin('GET', '/approvals')).json.requests.length).toBeGreaterThanOrEqual(env.bots.length);
+    for (const n of notes.reverse()) await env.admin('POST', `/approvals/${n.requestId}/approve`, { code: n.code });
+    const results = await Promise.all(waits);
+    expect(results.map((r) => r.status)).toEqual(env.bots.map(() => 200));
+    expect(results.map((r) => r.json.result.by)).toEqual(env.bots.map((b) => b.id));
+  });
+
+  it('answers 409 approval_not_needed for a call within limits', async () => {
+    const r = await askPermission(env, '+254700000001');
+    expect(r.status).toBe(409);
+    expect(r.json.error).toBe('approval_not_needed');
+  });
+
+  it('needs a path for capabilities with parameters, and refuses a path of another capability', async () => {
+    const body = (path?: string) => ({ capability: 'list_messages', args: {}, reason: 'need more', ...(path ? { path } : {}) });
+    const ask = (b: unknown) => call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: b });
+    expect((await ask(body('/messages/m-1'))).json.error).toBe('invalid_path');
+    const accepted = await call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: body('/messages?limit=50'), headers: { prefer: 'respond-async' } });
+    expect(accepted.status).toBe(202);
+    const note = await env.inbox.nextRequest();
+    expect(note.violations[0]).toMatchObject({ field: 'limit', constraint: 'max', actual: '50' });
+    await env.admin('POST', `/approvals/${note.requestId}/deny`, { code: note.code });
+  });
+
+  it('keeps the admin API off the agent port and behind the admin token', async () => {
+    const onAgentPort = await request(`${env.sidecar.url}/approvals`, { headers: { authorization: `Bearer ${await env.bot.signer.sign('send_sms')}` } });
+    expect(onAgentPort.statusCode).toBe(404);
+    expect((await onAgentPort.body.json() as any).error).toBe('unknown_route');
+    expect((await env.admin('GET', '/approvals', undefined, 'wrong')).status).toBe(401);
+    expect((await env.admin('GET', '/approvals', undefined, await env.bot.signer.sign('send_sms'))).status).toBe(401);
+    const none = await request(`${env.sidecar.adminUrl}/approvals`);
+    expect(none.statusCode).toBe(401);
+    await none.body.text();
+    expect((await env.admin('GET', '/approvals', undefined, ADMIN_TOKEN)).status).toBe(200);
+  });
+
+  it('serves the caller\'s constraint context as text and JSON', async () => {
+    const text = await request(`${env.sidecar.url}/agent/constraints`, { headers: { authorization: `Bearer ${await env.bot.signer.sign('constraint_context')}` } });
+    expect(text.statusCode).toBe(200);
+    expect(text.headers['content-type']).toMatch(/^text\/plain/);
+    const body = await text.body.text();
+    expect(body).toContain('send_sms (POST /sms):\n      to: must be one of ["+254700000001", "+254700000002"]');
+    const json = await call(env, env.bot, { path: '/agent/constraints', aud: 'constraint_context', headers: { accept: 'application/json' } });
+    expect(json.json).toMatchObject({ agentId: env.bot.id, requestPermission: true, text: body });
+    expect(json.json.capabilities.map((c: any) => c.capability)).toEqual(['get_message', 'list_messages', 'send_sms']);
+    // A token for another audience is refused.
+    expect((await call(env, env.bot, { path: '/agent/constraints', aud: 'send_sms' })).json.error).toBe('capability_denied');
+  });
+});
+
+describe('approval expiry and a notifier that is down', () => {
+  let env: ApprovalEnv;
+  beforeAll(async () => { env = await startApprovalEnv({ ttl: '1s', webhookUrl: 'http://127.0.0.1:9/down' }); });
+  afterAll(async () => { await env.close(); });
+
+  it('expires an unanswered request: permission expired', async () => {
+    const r = await askPermission(env, '+6666666');
+    expect(r.status).toBe(403);
+    expect(r.json).toMatchObject({ success: false, permission: 'expired', capability: 'send_sms' });
+  });
+
+  it('keeps the request approvable when the notifier is down (new code through the admin API)', async () => {
+    const accepted = await askPermission(env, '+7777777', env.bot, { prefer: 'respond-async' });
+    const id = accepted.json.requestId;
+    const listed = await env.admin('GET', '/approvals');
+    expect(listed.json.requests.find((r: any) => r.id === id)).toMatchObject({ state: 'pending', agentId: env.bot.id });
+    const reissued = await env.admin('POST', `/approvals/${id}/code`, {});
+    expect(reissued.json.code).toMatch(/^[A-Z2-9]{10}$/);
+    expect((await env.admin('POST', `/approvals/${id}/approve`, { code: reissued.json.code })).status).toBe(200);
+  });
+});
+
+describe('envelope settings', () => {
+  it('envelope: all wraps successful JSON answers; violationStatus 200 is honoured', async () => {
+    const env = await startApprovalEnv({ envelope: 'all', violationStatus: 200 });
+    try {
+      const ok = await sendSms(env, '+254700000001');
+      expect(ok.status).toBe(200);
+      expect(ok.headers['agent-permission']).toBe('not_required');
+      expect(ok.json).toMatchObject({ success: true, permission: 'not_required', capability: 'send_sms', result: { sent: true } });
+      const bad = await sendSms(env, '+9');
+      expect(bad.status).toBe(200);
+      expect(bad.json).toMatchObject({ success: false, permission: 'constraint_violated' });
+    } finally {
+      await env.close();
+    }
+  });
+});
