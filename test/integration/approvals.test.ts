@@ -239,3 +239,24 @@ describe('envelope settings', () => {
     }
   });
 });
+
+describe('without constraintAware', () => {
+  it('keeps the plain error body, with violations also as structuredViolations; no request_permission', async () => {
+    const { startEnv } = await import('../support/fixture.js');
+    const { send, invoice } = await import('../support/http.js');
+    const env = await startEnv();
+    try {
+      const r = await send(env, { method: 'POST', path: '/invoices', token: await env.bot.signer.sign('createInvoice'), body: invoice({ amount: 5000 }) });
+      expect(r.status).toBe(403);
+      expect(Object.keys(r.json).sort()).toEqual(['error', 'message', 'structuredViolations', 'violations']);
+      expect(r.json.structuredViolations).toEqual(r.json.violations);
+      const ask = await send(env, { method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), body: '{}' });
+      expect(ask.status).toBe(404);
+      expect(ask.json.error).toBe('unknown_route');
+      const ok = await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+      expect(ok.headers['agent-permission']).toBe('not_required');
+    } finally {
+      await env.close();
+    }
+  });
+});

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
+import { ADMIN_TOKEN, startApprovalEnv } from '../support/approvals.js';
 
 describe('agents-chain CLI', () => {
   let dir: string;
@@ -110,5 +111,39 @@ describe('agents-chain CLI', () => {
         expect(code).toBe(0);
       }
     });
+  });
+
+  it('context prints the golden constraint context for an agent', async () => {
+    const r = await runCli(['context', '--policy', `${ROOT}config/examples/sms.yaml`, '--agent', 'agent-sms-bot']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(await readFile(`${ROOT}test/golden/constraint-context.sms-bot.txt`, 'utf8'));
+    const j = await runCli(['context', '--policy', `${ROOT}config/examples/sms.yaml`, '--agent', 'agent-sms-bot', '--json']);
+    expect(JSON.parse(j.stdout).capabilities.map((c: { capability: string }) => c.capability)).toEqual(['get_message', 'send_sms']);
+  });
+
+  it('approvals list / approve talk to the admin listener with the admin token', async () => {
+    const env = await startApprovalEnv();
+    try {
+      const asked = await request(`${env.sidecar.url}/agent/request-permission`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json', prefer: 'respond-async' },
+        body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'cli test' }),
+      });
+      const { requestId } = (await asked.body.json()) as { requestId: string };
+      const note = await env.inbox.nextRequest();
+      const cliEnv = { AGENTS_CHAIN_ADMIN_URL: env.sidecar.adminUrl, AGENTS_CHAIN_ADMIN_TOKEN: ADMIN_TOKEN };
+      const list = await runCli(['approvals', 'list'], cliEnv);
+      expect(list.code).toBe(0);
+      expect(JSON.parse(list.stdout).requests[0]).toMatchObject({ id: requestId, state: 'pending' });
+      const wrong = await runCli(['approvals', 'approve', requestId, '--code', 'NOPE'], cliEnv);
+      expect(wrong.code).toBe(1);
+      const ok = await runCli(['approvals', 'approve', requestId, '--code', note.code, '--scope', 'value'], cliEnv);
+      expect(ok.code).toBe(0);
+      expect(JSON.parse(ok.stdout)).toMatchObject({ id: requestId, state: 'approved', scope: 'value' });
+      const noToken = await runCli(['approvals', 'list'], { AGENTS_CHAIN_ADMIN_URL: env.sidecar.adminUrl, AGENTS_CHAIN_ADMIN_TOKEN: '' });
+      expect(noToken.code).toBe(2);
+    } finally {
+      await env.close();
+    }
   });
 });
