@@ -50,7 +50,7 @@ interface RawPolicy {
     ttl?: number | string;
     valueApprovalTtl?: number | string;
     maxPending?: number;
-    notifier?: { webhook?: { url?: string; urlEnv?: string; format?: 'json' | 'slack'; headersEnv?: Record<string, string>; retries?: number } };
+    notifier?: { webhook?: { url?: string; urlEnv?: string; format?: 'json' | 'slack'; headers?: Record<string, string>; headersEnv?: Record<string, string>; retries?: number } };
   };
   capabilities: Capability[];
   public?: { method: string; path: string }[];
@@ -153,7 +153,7 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
           maxPending: raw.accessRequests.maxPending ?? 1000,
           webhook: webhook && {
             url: webhook.url, urlEnv: webhook.urlEnv, format: webhook.format ?? 'json',
-            headersEnv: webhook.headersEnv ?? {}, retries: webhook.retries ?? 3,
+            headers: webhook.headers ?? {}, headersEnv: webhook.headersEnv ?? {}, retries: webhook.retries ?? 3,
           },
         }
       : undefined,

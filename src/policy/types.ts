@@ -64,6 +64,8 @@ export interface WebhookSettings {
   /** Name of the environment variable holding the URL (secrets stay out of the policy). */
   urlEnv?: string;
   format: 'json' | 'slack';
+  /** Literal, non-secret headers. */
+  headers: Record<string, string>;
   /** Header name -> environment variable name. */
   headersEnv: Record<string, string>;
   retries: number;

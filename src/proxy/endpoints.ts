@@ -53,11 +53,12 @@ async function requestPermission(call: Call, res: ServerResponse, deps: Deps, re
   } catch (err) {
     return refuse(deny('invalid_body', `request_permission needs a JSON object {capability, args, reason}: ${(err as Error).message}`));
   }
-  const { capability: capName, args, reason, path } = input;
+  const { capability: capName, args, reason, path, method } = input;
   if (typeof capName !== 'string') return refuse(deny('invalid_body', '"capability" must be a capability name'));
   if (typeof reason !== 'string' || !reason.trim() || reason.length > 2000) return refuse(deny('invalid_body', '"reason" must be a non-empty string (at most 2000 characters)'));
   const cap = deps.policy.capabilities.get(capName);
   if (!cap) return refuse(deny('not_found', `no capability "${capName}"`));
+  if (method !== undefined && method !== cap.method) return refuse(deny('invalid_body', `"method" must be ${cap.method}, the method of ${cap.name}`));
   const agent = call.verified!.agent;
   const grant = findActiveGrant(deps.policy.grants, agent.id, cap.name, deps.now());
   if (isDenial(grant)) return refuse(grant);

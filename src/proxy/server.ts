@@ -137,7 +137,7 @@ function webhookFrom(opts: SidecarOptions, log: Logger): Notifier {
   const env = opts.env ?? process.env;
   const url = hook.url ?? env[hook.urlEnv!];
   if (!url) throw new Error(`accessRequests.notifier.webhook.urlEnv names ${hook.urlEnv}, which is not set`);
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = { ...hook.headers };
   for (const [name, variable] of Object.entries(hook.headersEnv)) {
     const value = env[variable];
     if (value === undefined) throw new Error(`accessRequests.notifier.webhook.headersEnv.${name} names ${variable}, which is not set`);
