@@ -26,6 +26,8 @@ export interface NewAccessRequest {
   args: unknown;
   reason: string;
   violations: ConstraintViolation[];
+  absentFields: string[];
+  headers: string[];
 }
 
 /**
@@ -78,14 +80,18 @@ export class ApprovalService {
   /** Resolves when the request is final: denied, expired, or approved and executed. */
   async waitForFinal(id: string): Promise<AccessRequest | undefined> {
     const isFinal = (r: AccessRequest | undefined) => !r || (r.state !== 'pending' && (r.state !== 'approved' || r.outcome !== undefined));
-    const current = await this.store.get(id);
-    if (isFinal(current)) return current;
+    // Subscribe before reading, so a change between the two is not missed.
     return new Promise((resolve) => {
-      const onChange = async (): Promise<void> => {
+      let done = false;
+      const check = async (): Promise<void> => {
         const r = await this.store.get(id);
-        if (isFinal(r)) { this.events.off(id, onChange); resolve(r); }
+        if (done || !isFinal(r)) return;
+        done = true;
+        this.events.off(id, check);
+        resolve(r);
       };
-      this.events.on(id, onChange);
+      this.events.on(id, check);
+      void check();
     });
   }
 
@@ -96,6 +102,7 @@ export class ApprovalService {
     const resolved = await this.store.resolve(id, 'approved', { scope: scope as ApprovalScope, resolvedAt: this.now() });
     if (!resolved) return 'already_resolved';
     this.clearTimer(id);
+    this.wrongCodes.delete(id);
     if (scope === 'value') await this.rememberValues(resolved);
     this.log.info('access request approved', { requestId: id, agent: resolved.agentId, capability: resolved.capability, scope });
     void this.runApproved(resolved);
@@ -110,6 +117,7 @@ export class ApprovalService {
     const resolved = await this.store.resolve(id, 'denied', { resolvedAt: this.now(), denyReason: text });
     if (!resolved) return 'already_resolved';
     this.clearTimer(id);
+    this.wrongCodes.delete(id);
     this.log.info('access request denied', { requestId: id, agent: resolved.agentId, capability: resolved.capability });
     this.events.emit(id);
     void this.notifier.onResolved(resolved).catch(() => undefined);
@@ -153,6 +161,10 @@ export class ApprovalService {
     if (!r) return 'not_found';
     if (r.state !== 'pending') return 'already_resolved';
     const now = this.now();
+    if (r.expiresAt <= now) {
+      await this.expire(r);
+      return 'already_resolved';
+    }
     const recent = (this.wrongCodes.get(id) ?? []).filter((t) => t > now - WRONG_CODE_WINDOW_MS);
     if (recent.length >= WRONG_CODE_LIMIT) return 'too_many_attempts';
     if (!codeMatches(code, r.codeHash)) {
@@ -167,7 +179,8 @@ export class ApprovalService {
 
   private async rememberValues(r: AccessRequest): Promise<void> {
     const values: Record<string, unknown> = {};
-    for (const v of r.violations) values[v.field] = v.actual;
+    for (const v of r.violations) if (!r.absentFields.includes(v.field)) values[v.field] = v.actual;
+    if (Object.keys(values).length === 0) return;
     const now = this.now();
     await this.store.addValueApproval({
       id: randomUUID(), agentId: r.agentId, capability: r.capability, values, requestId: r.id,
@@ -180,7 +193,10 @@ export class ApprovalService {
     try {
       outcome = await this.execute(r);
     } catch (err) {
-      outcome = { status: 502, body: { error: 'upstream_unavailable', message: (err as Error).message } };
+      const timeout = (err as Error).name === 'TimeoutError';
+      outcome = timeout
+        ? { status: 504, body: { error: 'upstream_timeout', message: 'the app did not finish answering within 30 s' } }
+        : { status: 502, body: { error: 'upstream_unavailable', message: (err as Error).message } };
     }
     await this.store.update(r.id, { outcome });
     this.events.emit(r.id);
@@ -189,15 +205,20 @@ export class ApprovalService {
   private scheduleExpiry(r: AccessRequest): void {
     const timer = setTimeout(() => {
       this.timers.delete(r.id);
-      void this.store.resolve(r.id, 'expired', { resolvedAt: this.now() }).then((expired) => {
-        if (!expired) return;
-        this.log.info('access request expired', { requestId: r.id, agent: r.agentId, capability: r.capability });
-        this.events.emit(r.id);
-        void this.notifier.onResolved(expired).catch(() => undefined);
-      });
+      void this.expire(r);
     }, Math.max(0, r.expiresAt - this.now()));
     timer.unref();
     this.timers.set(r.id, timer);
+  }
+
+  private async expire(r: AccessRequest): Promise<void> {
+    this.clearTimer(r.id);
+    this.wrongCodes.delete(r.id);
+    const expired = await this.store.resolve(r.id, 'expired', { resolvedAt: this.now() });
+    if (!expired) return;
+    this.log.info('access request expired', { requestId: r.id, agent: r.agentId, capability: r.capability });
+    this.events.emit(r.id);
+    void this.notifier.onResolved(expired).catch(() => undefined);
   }
 
   private clearTimer(id: string): void {

@@ -41,6 +41,7 @@ export class MemoryAccessRequestStore implements AccessRequestStore {
     const r = this.requests.get(id);
     if (!r || r.state !== 'pending') return undefined;
     Object.assign(r, patch, { state });
+    this.prune(r.resolvedAt ?? Date.now());
     return { ...r };
   }
 

@@ -25,6 +25,10 @@ export interface AccessRequest {
   args: unknown;
   reason: string;
   violations: ConstraintViolation[];
+  /** Violated fields the call did not contain at all (never remembered by scope=value). */
+  absentFields: string[];
+  /** The caller's forwardable headers (accept, user-agent, ...), flat name/value pairs. */
+  headers: string[];
   createdAt: number;
   expiresAt: number;
   /** SHA-256 (hex) of the single-use approval code; the code itself is only ever sent to the notifier. */

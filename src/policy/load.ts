@@ -134,6 +134,9 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
 
   const webhook = raw.accessRequests?.notifier?.webhook;
   if (webhook && !webhook.url === !webhook.urlEnv) at(['accessRequests', 'notifier', 'webhook'], 'give exactly one of url or urlEnv');
+  if (raw.accessRequests?.ttl !== undefined && durationMs(raw.accessRequests.ttl, 0) > 24 * 3_600_000) {
+    at(['accessRequests', 'ttl'], 'must be at most 24h: an agent holds its HTTP request open while it waits');
+  }
   if (raw.accessRequests && !raw.constraintAware) {
     at(['accessRequests'], 'request_permission needs constraintAware: true as well; without it accessRequests has no effect');
   }

@@ -7,10 +7,11 @@ import { constraintContext } from '../context/constraint-context.js';
 import { denialEnvelope, type ConstraintAwareResult } from '../context/envelope.js';
 import { deny, isDenial, type Denial } from '../errors.js';
 import { parseStrictJsonBytes } from '../json/strict.js';
-import type { Capability, Policy } from '../policy/types.js';
+import { grantKey, type Capability, type Policy } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
-import { readConstrainedQuery } from '../routing/query.js';
+import { checkQueryShape, queryNames, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget } from '../routing/target.js';
+import { upstreamRequestHeaders } from './headers.js';
 import { presentSuccess } from './present.js';
 import { sendJson } from './respond.js';
 import { readBody, violationDenial, type Call, type Deps } from './stages.js';
@@ -63,18 +64,22 @@ async function requestPermission(call: Call, res: ServerResponse, deps: Deps, re
   const grant = findActiveGrant(deps.policy.grants, agent.id, cap.name, deps.now());
   if (isDenial(grant)) return refuse(grant);
 
-  const planned = plannedCall(deps.policy, cap, args, path);
+  const planned = plannedCall(deps.policy, cap, args, path, deps.maxBodyBytes);
   if (isDenial(planned)) return refuse(planned);
   const plan = planArguments(grant.constraints, cap.method, planned.params);
   const query = readConstrainedQuery(planned.query, plan.query);
   if (isDenial(query)) return refuse(query);
-  const violations = evaluateConstraints(grant.constraints, argumentLookup(plan, planned.params, query, args));
+  const lookup = argumentLookup(plan, planned.params, query, args);
+  const violations = evaluateConstraints(grant.constraints, lookup);
+  // An absent field is never remembered as an approved value (scope=value would then wave through omissions).
+  const absentFields = [...new Set(violations.map((v) => v.field))].filter((f) => !lookup(f).present);
   if (violations.length === 0 || (await approvals.covering(agent.id, cap.name, violations))) {
     return refuse(deny('approval_not_needed', `this call to ${cap.name} is within your limits: call it directly`));
   }
   const created = await approvals.create({
     agentId: agent.id, agentName: agent.name, capability: cap.name, method: cap.method, target: planned.target,
-    body: planned.body, args: args ?? null, reason: reason.trim(), violations,
+    body: planned.body, args: args ?? null, reason: reason.trim(), violations, absentFields,
+    headers: callerHeaders(call.req.rawHeaders, deps.tokenHeader),
   });
   if (created === 'limit') return refuse(deny('access_request_limit', 'too many access requests are waiting for a human; retry later'));
 
@@ -83,7 +88,7 @@ async function requestPermission(call: Call, res: ServerResponse, deps: Deps, re
   }
   const final = await approvals.waitForFinal(created.id);
   const { status, body } = outcomeResponse(deps.policy, final ?? created, violationDenial(violations));
-  if (!res.destroyed) sendJson(res, status, body, { 'x-request-id': call.requestId });
+  if (!res.destroyed) sendJson(res, status, body, permissionHeaders(call, final ?? created));
 }
 
 /** GET /agent/request-permission/{id}: the caller's own request, pending or final. */
@@ -91,7 +96,7 @@ async function requestStatus(call: Call, res: ServerResponse, deps: Deps, refuse
   const r = await deps.approvals!.get(call.params!.id!);
   if (!r || r.agentId !== call.verified!.agent.id) return refuse(deny('not_found', 'no such access request for this agent'));
   const { status, body } = outcomeResponse(deps.policy, r, violationDenial(r.violations));
-  sendJson(res, status, body, { 'x-request-id': call.requestId });
+  sendJson(res, status, body, permissionHeaders(call, r));
 }
 
 interface PlannedCall {
@@ -102,7 +107,7 @@ interface PlannedCall {
 }
 
 /** The exact request that runs if a human approves: the capability's route, the given path, the args as JSON body. */
-function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unknown): PlannedCall | Denial {
+function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unknown, maxBodyBytes: number): PlannedCall | Denial {
   const hasParams = cap.path.includes('{');
   const raw = path === undefined ? (hasParams ? undefined : cap.path) : path;
   if (typeof raw !== 'string') return deny('invalid_body', `"path" is required: ${cap.name} is ${cap.method} ${cap.path}`);
@@ -112,9 +117,34 @@ function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unkno
   if (!match || match.route.kind !== 'capability' || match.route.capability.name !== cap.name) {
     return deny('invalid_path', `"${target.path}" is not a path of ${cap.name} (${cap.method} ${cap.path})`);
   }
-  if (URL_ARGUMENT_METHODS.has(cap.method)) return { target: raw, query: target.query, params: match.params };
+  // The same request-shape rules as a normal call: what a human approves is what runs.
+  const shape = checkQueryShape(target.query);
+  if (shape) return shape;
+  if (URL_ARGUMENT_METHODS.has(cap.method)) {
+    const empty = args === undefined || args === null || (typeof args === 'object' && !Array.isArray(args) && Object.keys(args).length === 0);
+    if (!empty) return deny('invalid_body', `${cap.method} calls carry their arguments in "path" (e.g. "${cap.path}?name=value"); "args" must be empty`);
+    return { target: raw, query: target.query, params: match.params };
+  }
   if (typeof args !== 'object' || args === null || Array.isArray(args)) return deny('invalid_body', '"args" must be the JSON object the call would send');
-  return { target: raw, query: target.query, params: match.params, body: Buffer.from(JSON.stringify(args)) };
+  const body = Buffer.from(JSON.stringify(args));
+  if (body.length > (cap.maxBodyBytes ?? maxBodyBytes)) return deny('body_too_large', `"args" exceed the ${cap.name} body limit`);
+  const fields = new Set(Object.keys(args));
+  const shadow = [...queryNames(target.query)].find((n) => fields.has(n));
+  if (shadow) return deny('invalid_query', `"${shadow}" is in both the query and "args"; send it once`);
+  return { target: raw, query: target.query, params: match.params, body };
+}
+
+function permissionHeaders(call: Call, r: AccessRequest): Record<string, string> {
+  return r.state === 'approved' && r.outcome ? { 'x-request-id': call.requestId, 'agent-permission': 'approved' } : { 'x-request-id': call.requestId };
+}
+
+/** The caller's own headers (accept, user-agent, ...) that a normal call would forward, minus what belongs to request_permission. */
+function callerHeaders(raw: readonly string[], tokenHeader: string): string[] {
+  const skip = new Set(['prefer', 'content-type', 'content-length', 'x-request-id']);
+  const kept = upstreamRequestHeaders(raw, { tokenHeader, requestId: '' });
+  const out: string[] = [];
+  for (let i = 0; i < kept.length; i += 2) if (!skip.has(kept[i]!.toLowerCase())) out.push(kept[i]!, kept[i + 1]!);
+  return out;
 }
 
 function statusUrl(r: AccessRequest): string {
@@ -127,9 +157,10 @@ function pendingBody(r: AccessRequest): Record<string, unknown> {
 
 /** The agent's view of an access request. */
 function outcomeResponse(policy: Policy, r: AccessRequest, violation: Denial): { status: number; body: unknown } {
+  const constraints = policy.grants.get(grantKey(r.agentId, r.capability))?.constraints;
   const ctx = {
     capability: r.capability,
-    activeConstraints: undefined,
+    activeConstraints: constraints && Object.keys(constraints).length ? constraints : undefined,
     requestPermission: true,
   };
   if (r.state === 'pending' || (r.state === 'approved' && !r.outcome)) return { status: 202, body: pendingBody(r) };
@@ -148,7 +179,8 @@ function outcomeResponse(policy: Policy, r: AccessRequest, violation: Denial): {
     };
     return { status: 200, body };
   }
-  const base = denialEnvelope(violation, ctx);
+  // A human's answer (or silence) is not an error code: `error` stays for machine refusals.
+  const { error: _code, ...base } = denialEnvelope(violation, ctx);
   const expired = r.state === 'expired';
   return {
     status: 403,

@@ -77,11 +77,25 @@ export class Upstream {
     return { status: upstream.statusCode };
   }
 
-  /** One call with the whole answer buffered (approved requests, `envelope: all`). */
-  async fetch(method: string, target: string, headers: string[], body: Buffer | undefined): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
-    const r = await this.pool.request({ method: method as 'GET', path: target, headers, body });
+  /**
+   * One call with the whole answer buffered (approved requests), bounded in
+   * time and size: a stream that never ends must not hold an agent forever.
+   */
+  async fetch(
+    method: string, target: string, headers: string[], body: Buffer | undefined,
+    limits: { timeoutMs: number; maxBytes: number } = { timeoutMs: 30_000, maxBytes: 1024 * 1024 },
+  ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+    const r = await this.pool.request({ method: method as 'GET', path: target, headers, body, signal: AbortSignal.timeout(limits.timeoutMs) });
     const chunks: Buffer[] = [];
-    for await (const c of r.body) chunks.push(c as Buffer);
+    let size = 0;
+    for await (const c of r.body) {
+      size += (c as Buffer).length;
+      if (size > limits.maxBytes) {
+        r.body.destroy();
+        throw new Error(`the app answered more than ${limits.maxBytes} bytes`);
+      }
+      chunks.push(c as Buffer);
+    }
     return { status: r.statusCode, headers: r.headers, body: Buffer.concat(chunks) };
   }
 

@@ -8,6 +8,8 @@ import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
 import { adminHandler } from './admin.js';
 import { Upstream } from './forward.js';
+import { findActiveGrant } from '../auth/grant.js';
+import { isDenial } from '../errors.js';
 import { upstreamRequestHeaders } from './headers.js';
 import { handleCall, type PipelineDeps } from './pipeline.js';
 
@@ -57,7 +59,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         opts.accessRequestStore ?? new MemoryAccessRequestStore(),
         opts.policy.accessRequests,
         opts.notifier ?? webhookFrom(opts, log),
-        executor(upstream),
+        executor(upstream, opts.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
         log,
         now,
       )
@@ -111,16 +113,19 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
 }
 
 /** Runs an approved call exactly as a normal one: same route, identity headers, the planned body. */
-function executor(upstream: Upstream): Executor {
+function executor(upstream: Upstream, policy: Policy, now: () => number, maxBytes: number): Executor {
   return async (r) => {
+    // The grant may have been revoked or have expired while the human thought about it.
+    const grant = findActiveGrant(policy.grants, r.agentId, r.capability, now());
+    if (isDenial(grant)) return { status: 403, body: { error: grant.code, message: grant.message } };
     const body = r.body === undefined ? undefined : Buffer.from(r.body, 'base64');
-    const headers = upstreamRequestHeaders(body ? ['content-type', 'application/json'] : [], {
+    const headers = upstreamRequestHeaders([...r.headers, ...(body ? ['content-type', 'application/json'] : [])], {
       identity: { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
       requestId: r.id,
       bodyLength: body?.length,
     });
     headers.push('agent-permission', 'approved');
-    const answer = await upstream.fetch(r.method, r.target, headers, body);
+    const answer = await upstream.fetch(r.method, r.target, headers, body, { timeoutMs: 30_000, maxBytes });
     const type = String(answer.headers['content-type'] ?? '');
     let parsed: unknown = answer.body.toString('utf8');
     if (/json/i.test(type)) {

@@ -260,3 +260,65 @@ describe('without constraintAware', () => {
     }
   });
 });
+
+describe('what a human approves is what runs', () => {
+  let env: ApprovalEnv;
+  beforeAll(async () => { env = await startApprovalEnv(); });
+  afterAll(async () => { await env.close(); });
+  const ask = (body: unknown, headers: Record<string, string> = {}) =>
+    call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body, headers });
+
+  it('GET capabilities take their arguments in "path" only', async () => {
+    const r = await ask({ capability: 'list_messages', args: { limit: 500 }, reason: 'more' });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toBe('invalid_body');
+  });
+
+  it('applies the normal request-shape rules to the planned call', async () => {
+    expect((await ask({ capability: 'send_sms', path: '/sms?_method=DELETE', args: { to: '+1' }, reason: 'x' })).json.error).toBe('invalid_query');
+    expect((await ask({ capability: 'send_sms', path: '/sms?to=%2B254700000001', args: { to: '+1' }, reason: 'x' })).json.error).toBe('invalid_query');
+  });
+
+  it('never remembers an absent field as an approved value', async () => {
+    const accepted = await ask({ capability: 'send_sms', args: { body: 'no number' }, reason: 'x' }, { prefer: 'respond-async' });
+    expect(accepted.status).toBe(202);
+    const note = await env.inbox.nextRequest();
+    await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code, scope: 'value' });
+    const grants = (await env.admin('GET', '/approvals/grants')).json.grants;
+    expect(grants.filter((g: any) => g.requestId === note.requestId)).toEqual([]);
+    const later = await call(env, env.bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { body: 'still no number' } });
+    expect(later.json.permission).toBe('constraint_violated');
+  });
+
+  it('runs the approved call with the caller\'s headers, and answers with Agent-Permission: approved', async () => {
+    const waiting = ask({ capability: 'send_sms', args: { to: '+8888', body: 'b' }, reason: 'x' }, { 'user-agent': 'agent-sdk/1.0', 'accept-language': 'sw' });
+    const note = await env.inbox.nextRequest();
+    await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code });
+    const r = await waiting;
+    expect(r.headers['agent-permission']).toBe('approved');
+    const executed = env.app.requests.at(-1)!;
+    expect(executed.headers['user-agent']).toBe('agent-sdk/1.0');
+    expect(executed.headers['accept-language']).toBe('sw');
+    expect(executed.headers.prefer).toBeUndefined();
+    expect(executed.headers.authorization).toBeUndefined();
+  });
+
+  it('a human denial carries no machine error code, and shows the active constraints', async () => {
+    const waiting = ask({ capability: 'send_sms', args: { to: '+7', body: 'b' }, reason: 'x' });
+    const note = await env.inbox.nextRequest();
+    await env.admin('POST', `/approvals/${note.requestId}/deny`, { code: note.code, reason: 'no' });
+    const r = await waiting;
+    expect(r.json.error).toBeUndefined();
+    expect(r.json.activeConstraints).toEqual({ to: { in: ['+254700000001', '+254700000002'] } });
+  });
+});
+
+describe('accessRequests.ttl bounds', () => {
+  it('refuses a ttl over 24h at load (an agent holds its request open)', async () => {
+    const { loadPolicyText } = await import('../../src/policy/load.js');
+    const { smsPolicy } = await import('../support/approvals.js');
+    const { testAgent } = await import('../support/fixture.js');
+    const text = smsPolicy([await testAgent('a')], { ttl: '25d', webhookUrl: 'http://127.0.0.1:9/x' });
+    await expect(loadPolicyText(text, 'p.yaml')).rejects.toThrow(/accessRequests\.ttl: must be at most 24h/);
+  });
+});
