@@ -21,6 +21,9 @@ Options (each also read from the environment variable shown):
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
   --admin-token-file FILE  bearer token for the approvals API on --admin
                                                             AGENTS_CHAIN_ADMIN_TOKEN
+  --admin-public-url URL   the admin listener as operators reach it, for
+                           approve/deny links in notifications
+                                                            AGENTS_CHAIN_ADMIN_PUBLIC_URL
   -h, --help           show this help
 `;
 
@@ -34,6 +37,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'max-body': { type: 'string' },
     'log-level': { type: 'string' },
     'admin-token-file': { type: 'string' },
+    'admin-public-url': { type: 'string' },
   }, USAGE);
   if (!args) return 0;
   const env = process.env;
@@ -70,6 +74,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     maxBodyBytes,
     log,
     adminToken: adminToken || undefined,
+    adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
   });
   const stop = (signal: string): void => {
     log.info('shutting down', { signal });

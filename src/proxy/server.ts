@@ -33,6 +33,8 @@ export interface SidecarOptions {
   accessRequestStore?: AccessRequestStore;
   /** Overrides the policy's webhook (tests, embedding). */
   notifier?: Notifier;
+  /** The admin listener's URL as humans reach it, for approve/deny links in notifications. */
+  adminPublicUrl?: string;
   /** Where secrets named in the policy (webhook urlEnv/headersEnv) are read from. */
   env?: NodeJS.ProcessEnv;
 }
@@ -148,7 +150,7 @@ function webhookFrom(opts: SidecarOptions, log: Logger): Notifier {
     if (value === undefined) throw new Error(`accessRequests.notifier.webhook.headersEnv.${name} names ${variable}, which is not set`);
     headers[name] = value;
   }
-  return new WebhookNotifier({ url, format: hook.format, headers, retries: hook.retries, log, adminUrl: opts.admin ? `http://${opts.admin}` : undefined });
+  return new WebhookNotifier({ url, format: hook.format, headers, retries: hook.retries, log, adminUrl: opts.adminPublicUrl });
 }
 
 function listen(server: Server, at: { host: string; port: number }): Promise<AddressInfo> {
