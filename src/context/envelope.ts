@@ -95,6 +95,10 @@ export function guidanceFor(denial: Denial, ctx: EnvelopeContext): string {
     case 'unsupported_media_type':
     case 'body_too_large':
       return `The request was malformed: ${denial.message}. Fix it and retry with a new token.`;
+    case 'approval_not_needed':
+      return `This call is within your limits: call ${cap} directly, with a token whose aud is "${cap}".`;
+    case 'access_request_limit':
+      return 'Too many approval requests are waiting for a human right now. Retry later, or fit the call to your limits.';
     case 'upstream_unavailable':
     case 'replay_store_unavailable':
     case 'internal_error':

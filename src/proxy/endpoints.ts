@@ -16,7 +16,8 @@ import { presentSuccess } from './present.js';
 import { sendJson } from './respond.js';
 import { readBody, violationDenial, type Call, type Deps } from './stages.js';
 
-type Refuse = (d: Denial) => void;
+/** Refuses; with the capability known, constraint-aware mode answers with the envelope. */
+type Refuse = (d: Denial, capability?: Capability) => void;
 
 /** The sidecar's own agent endpoints; the caller's token is already verified for the endpoint's audience. */
 export async function serveEndpoint(call: Call, res: ServerResponse, deps: Deps, refuse: Refuse): Promise<void> {
@@ -59,29 +60,29 @@ async function requestPermission(call: Call, res: ServerResponse, deps: Deps, re
   if (typeof reason !== 'string' || !reason.trim() || reason.length > 2000) return refuse(deny('invalid_body', '"reason" must be a non-empty string (at most 2000 characters)'));
   const cap = deps.policy.capabilities.get(capName);
   if (!cap) return refuse(deny('not_found', `no capability "${capName}"`));
-  if (method !== undefined && method !== cap.method) return refuse(deny('invalid_body', `"method" must be ${cap.method}, the method of ${cap.name}`));
+  if (method !== undefined && method !== cap.method) return refuse(deny('invalid_body', `"method" must be ${cap.method}, the method of ${cap.name}`), cap);
   const agent = call.verified!.agent;
   const grant = findActiveGrant(deps.policy.grants, agent.id, cap.name, deps.now());
-  if (isDenial(grant)) return refuse(grant);
+  if (isDenial(grant)) return refuse(grant, cap);
 
   const planned = plannedCall(deps.policy, cap, args, path, deps.maxBodyBytes);
-  if (isDenial(planned)) return refuse(planned);
+  if (isDenial(planned)) return refuse(planned, cap);
   const plan = planArguments(grant.constraints, cap.method, planned.params);
   const query = readConstrainedQuery(planned.query, plan.query);
-  if (isDenial(query)) return refuse(query);
+  if (isDenial(query)) return refuse(query, cap);
   const lookup = argumentLookup(plan, planned.params, query, args);
   const violations = evaluateConstraints(grant.constraints, lookup);
   // An absent field is never remembered as an approved value (scope=value would then wave through omissions).
   const absentFields = [...new Set(violations.map((v) => v.field))].filter((f) => !lookup(f).present);
   if (violations.length === 0 || (await approvals.covering(agent.id, cap.name, violations))) {
-    return refuse(deny('approval_not_needed', `this call to ${cap.name} is within your limits: call it directly`));
+    return refuse(deny('approval_not_needed', `this call to ${cap.name} is within your limits: call it directly`), cap);
   }
   const created = await approvals.create({
     agentId: agent.id, agentName: agent.name, capability: cap.name, method: cap.method, target: planned.target,
     body: planned.body, args: args ?? null, reason: reason.trim(), violations, absentFields,
     headers: callerHeaders(call.req.rawHeaders, deps.tokenHeader),
   });
-  if (created === 'limit') return refuse(deny('access_request_limit', 'too many access requests are waiting for a human; retry later'));
+  if (created === 'limit') return refuse(deny('access_request_limit', 'too many access requests are waiting for a human; retry later'), cap);
 
   if (/respond-async/i.test(String(call.req.headers.prefer ?? ''))) {
     return sendJson(res, 202, pendingBody(created), { 'x-request-id': call.requestId, 'preference-applied': 'respond-async', location: statusUrl(created) });

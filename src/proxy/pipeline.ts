@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, isDenial, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { Route } from '../policy/types.js';
+import { grantKey, type Capability, type Route } from '../policy/types.js';
 import { ClientAbortedError } from './body.js';
 import { serveEndpoint } from './endpoints.js';
 import type { Upstream } from './forward.js';
@@ -48,7 +48,7 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
   try {
     const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(STAGES[call.route!.kind], call, deps));
     if (denial) return refuse(call, res, denial, deps);
-    if (call.route!.kind === 'endpoint') return await serveEndpoint(call, res, deps, (d) => refuse(call, res, d, deps));
+    if (call.route!.kind === 'endpoint') return await serveEndpoint(call, res, deps, (d, cap) => refuse(call, res, d, deps, cap));
     const forwarded = await forward(call, res, deps);
     if (isDenial(forwarded)) return refuse(call, res, forwarded, deps);
     deps.log.debug('call forwarded', { ...describe(call), status: forwarded.status });
@@ -91,8 +91,9 @@ function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
   }, res);
 }
 
-function refuse(call: Call, res: ServerResponse, denial: Denial, deps: PipelineDeps): void {
-  const { status, body } = presentDenial(deps.policy, call.route, call.grant?.constraints, denial);
+function refuse(call: Call, res: ServerResponse, denial: Denial, deps: PipelineDeps, capability?: Capability): void {
+  const constraints = call.grant?.constraints ?? (capability && call.verified ? deps.policy.grants.get(grantKey(call.verified.agent.id, capability.name))?.constraints : undefined);
+  const { status, body } = presentDenial(deps.policy, call.route, constraints, denial, capability);
   // Before the signature is checked the agent is only claimed; the log says so.
   const claimed = call.verified ? undefined : denial.agentId;
   deps.log.warn('call denied', { ...describe(call), claimedAgent: claimed, code: denial.code, status, reason: denial.message });

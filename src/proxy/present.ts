@@ -1,6 +1,6 @@
 import { denialEnvelope, successEnvelope, type ConstraintAwareResult, type PermissionGrant } from '../context/envelope.js';
 import { denialBody, statusOf, type Denial } from '../errors.js';
-import type { Constraints, Policy, Route } from '../policy/types.js';
+import type { Capability, Constraints, Policy, Route } from '../policy/types.js';
 
 /**
  * How a refusal looks to the agent: the plain error body, or in
@@ -12,15 +12,18 @@ export function presentDenial(
   route: Route | undefined,
   activeConstraints: Constraints | undefined,
   denial: Denial,
+  /** For the sidecar's own endpoints, the capability the call was about (request_permission). */
+  about?: Capability,
 ): { status: number; body: unknown } {
   const status = statusOf(denial.code);
-  if (!policy.context.constraintAware || route?.kind !== 'capability') {
+  const capability = route?.kind === 'capability' ? route.capability : about;
+  if (!policy.context.constraintAware || !capability) {
     const body = denialBody(denial);
     // The seed calls them structuredViolations; both names carry the same list.
     return { status, body: denial.violations ? { ...body, structuredViolations: denial.violations } : body };
   }
   const envelope = denialEnvelope(denial, {
-    capability: route.capability.name,
+    capability: capability.name,
     activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
     requestPermission: policy.accessRequests !== undefined,
   });

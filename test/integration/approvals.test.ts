@@ -161,7 +161,8 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
   it('answers 409 approval_not_needed for a call within limits', async () => {
     const r = await askPermission(env, '+254700000001');
     expect(r.status).toBe(409);
-    expect(r.json.error).toBe('approval_not_needed');
+    expect(r.json).toMatchObject({ success: false, error: 'approval_not_needed', capability: 'send_sms' });
+    expect(r.json.guidance).toContain('call send_sms directly');
   });
 
   it('needs a path for capabilities with parameters, and refuses a path of another capability', async () => {
