@@ -26,6 +26,7 @@ export const DENIAL_STATUS = {
   access_request_limit: 503,
   // dependencies
   replay_store_unavailable: 503,
+  audit_unavailable: 503,
   upstream_unavailable: 502,
   internal_error: 500,
 } as const satisfies Record<string, number>;

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { approvalsCommand } from './approvals.js';
+import { auditCommand } from './audit.js';
 import { contextCommand } from './context.js';
 import { keygenCommand } from './keygen.js';
 import { policyCommand } from './policy.js';
@@ -18,6 +19,7 @@ Commands:
   policy check  validate a policy file (exit 1 on errors)
   context       print an agent's constraint context (system-prompt block)
   approvals     list, approve or deny access requests on a sidecar's admin listener
+  audit         decrypt or verify exported audit batches
 
 Run "agents-chain <command> --help" for a command's options.
 `;
@@ -29,6 +31,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   policy: policyCommand,
   context: contextCommand,
   approvals: approvalsCommand,
+  audit: auditCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -1,3 +1,5 @@
+import { parseKeyring } from '../audit/crypto.js';
+import { exporterFromSpec } from '../audit/exporters.js';
 import { readFile } from 'node:fs/promises';
 import { isLogLevel, createLogger } from '../log.js';
 import { formatIssue, PolicyError } from '../policy/issues.js';
@@ -21,6 +23,15 @@ Options (each also read from the environment variable shown):
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
   --admin-token-file FILE  bearer token for the approvals API on --admin
                                                             AGENTS_CHAIN_ADMIN_TOKEN
+  --audit-key-file FILE    base64 32-byte AES key(s), one per line, current first;
+                           turns the encrypted audit trail on   AGENTS_CHAIN_AUDIT_KEY (the key text)
+  --audit-spool DIR        spool directory [memory]            AGENTS_CHAIN_AUDIT_SPOOL
+  --audit-export SPEC      stdout | file:PATH | http(s)://URL, repeatable
+                           (HTTP API key from AGENTS_CHAIN_AUDIT_API_KEY) AGENTS_CHAIN_AUDIT_EXPORT (comma-separated)
+  --audit-durability MODE  batched | strict [batched]          AGENTS_CHAIN_AUDIT_DURABILITY
+  --audit-spool-max-bytes N  spool bound [268435456]
+  --audit-flush-ms N       batch flush interval [1000]
+  --audit-max-batch N      entries per batch [500]
   --admin-public-url URL   the admin listener as operators reach it, for
                            approve/deny links in notifications
                                                             AGENTS_CHAIN_ADMIN_PUBLIC_URL
@@ -38,6 +49,13 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'log-level': { type: 'string' },
     'admin-token-file': { type: 'string' },
     'admin-public-url': { type: 'string' },
+    'audit-key-file': { type: 'string' },
+    'audit-spool': { type: 'string' },
+    'audit-export': { type: 'string', multiple: true },
+    'audit-durability': { type: 'string' },
+    'audit-spool-max-bytes': { type: 'string' },
+    'audit-flush-ms': { type: 'string' },
+    'audit-max-batch': { type: 'string' },
   }, USAGE);
   if (!args) return 0;
   const env = process.env;
@@ -65,7 +83,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
     return 1;
   }
 
+  const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
   const sidecar = await startSidecar({
+    audit,
     policy,
     upstream,
     listen: v.listen ?? env.AGENTS_CHAIN_LISTEN ?? '0.0.0.0:8080',
@@ -83,4 +103,29 @@ export async function serveCommand(argv: string[]): Promise<number> {
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
   return 0;
+}
+
+async function auditOptions(v: Record<string, string | string[] | boolean | undefined>, env: NodeJS.ProcessEnv) {
+  const keyFile = v['audit-key-file'] as string | undefined;
+  const keyText = keyFile ? await readFile(keyFile, 'utf8') : env.AGENTS_CHAIN_AUDIT_KEY;
+  if (!keyText) return undefined;
+  const specs = (v['audit-export'] as string[] | undefined) ?? (env.AGENTS_CHAIN_AUDIT_EXPORT ? env.AGENTS_CHAIN_AUDIT_EXPORT.split(',') : []);
+  const durability = (v['audit-durability'] as string | undefined) ?? env.AGENTS_CHAIN_AUDIT_DURABILITY ?? 'batched';
+  if (durability !== 'batched' && durability !== 'strict') throw new UsageError('--audit-durability must be batched or strict');
+  const num = (flag: string): number | undefined => {
+    const t = v[flag] as string | undefined;
+    if (t === undefined) return undefined;
+    const n = Number(t);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${flag} must be a positive whole number`);
+    return n;
+  };
+  return {
+    keyring: parseKeyring(keyText),
+    exporters: specs.map((s) => exporterFromSpec(s.trim(), env.AGENTS_CHAIN_AUDIT_API_KEY)),
+    spoolDir: (v['audit-spool'] as string | undefined) ?? env.AGENTS_CHAIN_AUDIT_SPOOL,
+    spoolMaxBytes: num('audit-spool-max-bytes'),
+    flushIntervalMs: num('audit-flush-ms'),
+    maxBatch: num('audit-max-batch'),
+    durability: durability as 'batched' | 'strict',
+  };
 }

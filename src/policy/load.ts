@@ -44,6 +44,7 @@ export async function loadPolicyText(text: string, file = '<policy>'): Promise<P
 interface RawPolicy {
   provider: Policy['provider'];
   constraintAware?: boolean;
+  audit?: { onAuditFailure?: 'deny' | 'allow'; redact?: string[] };
   violationStatus?: number;
   envelope?: 'errors' | 'all';
   accessRequests?: {
@@ -144,6 +145,17 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
   return {
     file,
     hash: createHash('sha256').update(text).digest('hex'),
+    audit: {
+      onAuditFailure: raw.audit?.onAuditFailure ?? 'deny',
+      redact: (raw.audit?.redact ?? []).flatMap((r, i) => {
+        try {
+          return [new RegExp(r, 'i')];
+        } catch (err) {
+          at(['audit', 'redact', i], `not a regular expression: ${(err as Error).message}`);
+          return [];
+        }
+      }),
+    },
     context: {
       constraintAware: raw.constraintAware ?? false,
       violationStatus: raw.violationStatus ?? 403,

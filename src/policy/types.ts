@@ -96,6 +96,7 @@ export interface Policy {
   /** Keyed by grantKey(agent, capability). */
   grants: ReadonlyMap<string, Grant>;
   context: ContextSettings;
+  audit: { onAuditFailure: 'deny' | 'allow'; redact: RegExp[] };
   /** Present when request_permission is on (constraintAware and accessRequests both set). */
   accessRequests?: AccessRequestSettings;
 }

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApprovalService, ResolutionError } from '../approvals/service.js';
 import type { AccessRequest } from '../approvals/types.js';
+import type { AuditTrail } from '../audit/trail.js';
 import { redact } from '../audit/redact.js';
 import type { Logger } from '../log.js';
 import { readJsonObject, sendJson } from './respond.js';
@@ -12,6 +13,7 @@ export interface AdminOptions {
   /** Bearer token for everything but the probes; without one the approvals API is closed. */
   adminToken?: string;
   log: Logger;
+  audit?: AuditTrail;
 }
 
 const RESOLUTION_STATUS: Record<ResolutionError, number> = {
@@ -37,6 +39,10 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
     if (path === '/healthz' && (method === 'GET' || method === 'HEAD')) return sendJson(res, 200, { status: 'ok' });
     if (path === '/readyz' && (method === 'GET' || method === 'HEAD')) {
       return opts.isReady() ? sendJson(res, 200, { status: 'ready' }) : sendJson(res, 503, { status: 'not_ready' });
+    }
+    if (path === '/stats' && method === 'GET') {
+      if (expected && !authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
+      return sendJson(res, 200, opts.audit ? { audit: { ...opts.audit.stats, backlog: opts.audit.backlog } } : { audit: null });
     }
     if (!path.startsWith('/approvals')) return sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
     if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to use the approvals API' });

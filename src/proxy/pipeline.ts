@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, isDenial, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
 import { grantKey, type Capability, type Route } from '../policy/types.js';
+import { callEntry } from './audit-entry.js';
 import { ClientAbortedError } from './body.js';
 import { serveEndpoint } from './endpoints.js';
 import type { Upstream } from './forward.js';
@@ -10,12 +11,12 @@ import { upstreamRequestHeaders } from './headers.js';
 import { presentDenial } from './present.js';
 import { sendJson } from './respond.js';
 import {
-  applyValueApprovals, checkGrant, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
+  applyValueApprovals, checkAuditAvailable, checkGrant, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
   readArguments, readBody, readToken, verifyToken, type Call, type Deps, type Stage,
 } from './stages.js';
 
 /** Every request: is it well formed, and where does it go? */
-const ROUTING: Stage[] = [checkRequestShape, findRoute];
+const ROUTING: Stage[] = [checkAuditAvailable, checkRequestShape, findRoute];
 
 /** A capability route: the seed's verification table, then the arguments. */
 const AUTHORIZATION: Stage[] = [
@@ -41,6 +42,7 @@ const STAGES: Record<Route['kind'], Stage[]> = { capability: AUTHORIZATION, endp
 export interface PipelineDeps extends Deps {
   upstream: Upstream;
   log: Logger;
+  auditDurability?: 'batched' | 'strict';
 }
 
 export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: PipelineDeps): Promise<void> {
@@ -48,15 +50,39 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
   try {
     const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(STAGES[call.route!.kind], call, deps));
     if (denial) return refuse(call, res, denial, deps);
-    if (call.route!.kind === 'endpoint') return await serveEndpoint(call, res, deps, (d, cap) => refuse(call, res, d, deps, cap));
+    if (call.route!.kind === 'endpoint') {
+      await serveEndpoint(call, res, deps, (d, cap) => refuse(call, res, d, deps, cap));
+      call.outcome ??= { status: res.statusCode };
+      return;
+    }
+    const written = await recordBeforeForwarding(call, deps);
+    if (written) return refuse(call, res, written, deps);
     const forwarded = await forward(call, res, deps);
     if (isDenial(forwarded)) return refuse(call, res, forwarded, deps);
+    const permission = call.route!.kind === 'capability' ? 'not_required' : undefined;
+    call.outcome = { status: forwarded.status, upstreamStatus: forwarded.status, permission };
     deps.log.debug('call forwarded', { ...describe(call), status: forwarded.status });
   } catch (err) {
     if (err instanceof ClientAbortedError) return void deps.log.info('client went away', { ...describe(call) });
     deps.log.error('call failed', { ...describe(call), error: (err as Error).message });
     if (!res.headersSent) refuse(call, res, deny('internal_error', 'the sidecar failed to handle this call'), deps);
     else res.destroy();
+  } finally {
+    // Every decision is recorded; a refused record is logged, the spool's health gates the next calls.
+    if (deps.audit && call.outcome) {
+      deps.audit.record(callEntry(call, call.outcome, deps.now())).catch((err: Error) => deps.log.error('audit record failed', { requestId: call.requestId, error: err.message }));
+    }
+  }
+}
+
+/** Strict durability: the decision is on disk before the app sees the call. */
+async function recordBeforeForwarding(call: Call, deps: PipelineDeps): Promise<Denial | undefined> {
+  if (!deps.audit || deps.auditDurability !== 'strict') return undefined;
+  try {
+    await deps.audit.record({ ...callEntry(call, { status: 0, permission: 'not_required' }, deps.now()), event: 'forwarding' });
+    return undefined;
+  } catch {
+    return deps.policy.audit.onAuditFailure === 'allow' ? undefined : deny('audit_unavailable', 'the audit trail could not record this call; it was not forwarded');
   }
 }
 
@@ -94,6 +120,7 @@ function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
 function refuse(call: Call, res: ServerResponse, denial: Denial, deps: PipelineDeps, capability?: Capability): void {
   const constraints = call.grant?.constraints ?? (capability && call.verified ? deps.policy.grants.get(grantKey(call.verified.agent.id, capability.name))?.constraints : undefined);
   const { status, body } = presentDenial(deps.policy, call.route, constraints, denial, capability);
+  call.outcome = { status, denial };
   // Before the signature is checked the agent is only claimed; the log says so.
   const claimed = call.verified ? undefined : denial.agentId;
   deps.log.warn('call denied', { ...describe(call), claimedAgent: claimed, code: denial.code, status, reason: denial.message });

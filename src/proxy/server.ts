@@ -8,6 +8,7 @@ import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
 import { adminHandler } from './admin.js';
 import { Upstream } from './forward.js';
+import { AuditTrail, type AuditTrailOptions } from '../audit/trail.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { isDenial } from '../errors.js';
 import { upstreamRequestHeaders } from './headers.js';
@@ -33,6 +34,8 @@ export interface SidecarOptions {
   accessRequestStore?: AccessRequestStore;
   /** Overrides the policy's webhook (tests, embedding). */
   notifier?: Notifier;
+  /** Turns the encrypted audit trail on. */
+  audit?: Omit<AuditTrailOptions, 'log' | 'redactPatterns'>;
   /** The admin listener's URL as humans reach it, for approve/deny links in notifications. */
   adminPublicUrl?: string;
   /** Where secrets named in the policy (webhook urlEnv/headersEnv) are read from. */
@@ -66,6 +69,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         now,
       )
     : undefined;
+  const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log }) : undefined;
+  await audit?.start();
+  if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
   const deps: PipelineDeps = {
     policy: opts.policy,
     replay: opts.replay ?? new MemoryReplayStore(undefined, now),
@@ -75,6 +81,8 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     upstream,
     log,
     approvals,
+    audit,
+    auditDurability: opts.audit?.durability ?? 'batched',
   };
   let ready = false;
 
@@ -92,7 +100,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       : { error: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'parse error'})` });
     socket.end(`HTTP/1.1 ${timeout ? '408 Request Timeout' : '400 Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
-  const admin = createServer(adminHandler({ isReady: () => ready, approvals, adminToken: opts.adminToken, log }));
+  const admin = createServer(adminHandler({ isReady: () => ready && (audit?.available ?? true), approvals, adminToken: opts.adminToken, log, audit }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));
@@ -109,6 +117,8 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       ready = false;
       approvals?.close();
       await Promise.all([closeServer(data), closeServer(admin)]);
+      // In-flight calls are done: flush and deliver what we can; the rest stays in the spool.
+      await audit?.drain(opts.audit?.drainMs ?? 10_000);
       await upstream.close();
     },
   };

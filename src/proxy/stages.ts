@@ -6,6 +6,7 @@ import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type VerifiedToken } from '../
 import { argumentLookup, planArguments, type ArgumentPlan } from '../constraints/arguments.js';
 import { evaluateConstraints } from '../constraints/evaluate.js';
 import type { ApprovalService } from '../approvals/service.js';
+import type { AuditTrail } from '../audit/trail.js';
 import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors.js';
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
 import type { Grant, Policy, Route } from '../policy/types.js';
@@ -24,6 +25,8 @@ export interface Deps {
   now: () => number;
   /** Present when request_permission is configured. */
   approvals?: ApprovalService;
+  /** Present when an audit key is configured. */
+  audit?: AuditTrail;
 }
 
 /** One call as it moves through the pipeline; each stage fills in its part. */
@@ -42,10 +45,18 @@ export interface Call {
   query?: Map<string, string>;
   json?: unknown;
   violations?: ConstraintViolation[];
+  /** How the call ended, for the audit entry. */
+  outcome?: { status: number; upstreamStatus?: number; denial?: Denial; permission?: 'not_required' | 'approved' };
 }
 
 /** A stage continues (undefined) or refuses with a typed denial. */
 export type Stage = (call: Call, deps: Deps) => Denial | undefined | Promise<Denial | undefined>;
+
+/** No call is served without its audit record: a full or broken spool refuses (unless the policy says allow). */
+export const checkAuditAvailable: Stage = (_call, deps) => {
+  if (!deps.audit || deps.audit.available || deps.policy.audit.onAuditFailure === 'allow') return undefined;
+  return deny('audit_unavailable', 'the audit trail cannot record this call right now; retry later');
+};
 
 export const checkRequestShape: Stage = (call) => {
   const target = parseTarget(call.req.url);

@@ -1,0 +1,58 @@
+import { appendFile } from 'node:fs/promises';
+import { request } from 'undici';
+
+/** Delivers sealed batches (one JSON line each). Resolves only when the batch is safely received. */
+export interface AuditExporter {
+  /** Stable name: the spool keeps one delivery cursor per exporter. */
+  name: string;
+  export(line: string, seq: number): Promise<void>;
+}
+
+/** One JSON line per batch on stdout (Fluent Bit, Vector, Loki). */
+export class StdoutAuditExporter implements AuditExporter {
+  name = 'stdout';
+  async export(line: string): Promise<void> {
+    await new Promise<void>((resolve, reject) => process.stdout.write(`${line}\n`, (err) => (err ? reject(err) : resolve())));
+  }
+}
+
+export class FileAuditExporter implements AuditExporter {
+  readonly name: string;
+  constructor(private readonly path: string) {
+    this.name = `file-${path.replace(/[^A-Za-z0-9._-]/g, '_')}`;
+  }
+  async export(line: string): Promise<void> {
+    await appendFile(this.path, `${line}\n`);
+  }
+}
+
+/** POSTs each batch; the sequence number is the idempotency key, so a retried batch is recognisable. */
+export class HttpAuditExporter implements AuditExporter {
+  readonly name: string;
+  constructor(private readonly url: string, private readonly apiKey?: string, private readonly timeoutMs = 10_000) {
+    this.name = `http-${new URL(url).host.replace(/[^A-Za-z0-9._-]/g, '_')}`;
+  }
+  async export(line: string, seq: number): Promise<void> {
+    const res = await request(this.url, {
+      method: 'POST',
+      body: line,
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': String(seq),
+        ...(this.apiKey ? { 'x-api-key': this.apiKey } : {}),
+      },
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: this.timeoutMs,
+    });
+    await res.body.dump();
+    if (res.statusCode >= 300) throw new Error(`collector answered ${res.statusCode}`);
+  }
+}
+
+/** `--audit-export stdout | file:PATH | http(s)://...` */
+export function exporterFromSpec(spec: string, apiKey?: string): AuditExporter {
+  if (spec === 'stdout') return new StdoutAuditExporter();
+  if (spec.startsWith('file:')) return new FileAuditExporter(spec.slice(5));
+  if (/^https?:\/\//.test(spec)) return new HttpAuditExporter(spec, apiKey);
+  throw new Error(`--audit-export must be stdout, file:PATH or an http(s) URL, got "${spec}"`);
+}

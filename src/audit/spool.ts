@@ -1,0 +1,131 @@
+import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export class SpoolFullError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SpoolFullError';
+  }
+}
+
+/**
+ * Sealed batches waiting for delivery, one file per batch, plus one cursor
+ * per exporter (the last sequence it acknowledged). A batch is removed once
+ * every exporter has it. Without a directory the spool lives in memory (the
+ * embedded default: survives nothing, but still bounded and ordered).
+ */
+export class Spool {
+  private readonly batches = new Map<number, string>();
+  private sizes = new Map<number, number>();
+  private total = 0;
+  readonly cursors = new Map<string, number>();
+
+  constructor(private readonly dir: string | undefined, private readonly maxBytes: number, exporters: readonly string[]) {
+    for (const name of exporters) this.cursors.set(name, 0);
+  }
+
+  get bytes(): number {
+    return this.total;
+  }
+
+  get durable(): boolean {
+    return this.dir !== undefined;
+  }
+
+  /** Loads what a previous run left: batches and cursors. Returns the newest batch (to continue the chain). */
+  async init(): Promise<{ seq: number; line: string } | undefined> {
+    if (!this.dir) return undefined;
+    await mkdir(this.dir, { recursive: true });
+    let newest: { seq: number; line: string } | undefined;
+    for (const name of (await readdir(this.dir)).sort()) {
+      const m = /^(\d{16})\.batch$/.exec(name);
+      if (m) {
+        const seq = Number(m[1]);
+        const line = await readFile(join(this.dir, name), 'utf8');
+        this.remember(seq, line);
+        if (!newest || seq > newest.seq) newest = { seq, line };
+        continue;
+      }
+      const c = /^cursor\.(.+)$/.exec(name);
+      if (c && this.cursors.has(c[1]!)) this.cursors.set(c[1]!, Number(await readFile(join(this.dir, name), 'utf8')));
+    }
+    const head = await this.readHead();
+    if (head && (!newest || head.seq > newest.seq)) newest = head;
+    return newest;
+  }
+
+  /** Appends a sealed batch; with `sync`, returns only once it is on disk. */
+  async append(seq: number, line: string, sync: boolean): Promise<void> {
+    const size = Buffer.byteLength(line);
+    if (this.total + size > this.maxBytes) throw new SpoolFullError(`audit spool is full (${this.total} of ${this.maxBytes} bytes)`);
+    if (this.dir) {
+      const file = join(this.dir, `${String(seq).padStart(16, '0')}.batch`);
+      await writeDurably(file, line, sync);
+      // The chain head survives even when every batch was delivered and removed.
+      await writeDurably(join(this.dir, 'head'), line, sync);
+    }
+    this.remember(seq, line);
+  }
+
+  after(cursor: number): number[] {
+    return [...this.batches.keys()].filter((s) => s > cursor).sort((a, b) => a - b);
+  }
+
+  read(seq: number): string | undefined {
+    return this.batches.get(seq);
+  }
+
+  /** Records an exporter's acknowledgement and removes batches every exporter has. */
+  async ack(exporter: string, seq: number): Promise<void> {
+    this.cursors.set(exporter, seq);
+    if (this.dir) await writeDurably(join(this.dir, `cursor.${exporter}`), String(seq), false);
+    const done = Math.min(...this.cursors.values());
+    for (const s of [...this.batches.keys()]) {
+      if (s > done) continue;
+      this.total -= this.sizes.get(s) ?? 0;
+      this.batches.delete(s);
+      this.sizes.delete(s);
+      if (this.dir) await rm(join(this.dir, `${String(s).padStart(16, '0')}.batch`), { force: true });
+    }
+  }
+
+  /** Checks the spool can be written (for readiness). */
+  async writable(): Promise<boolean> {
+    if (!this.dir) return true;
+    try {
+      await writeFile(join(this.dir, '.probe'), 'ok');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private remember(seq: number, line: string): void {
+    const size = Buffer.byteLength(line);
+    this.batches.set(seq, line);
+    this.sizes.set(seq, size);
+    this.total += size;
+  }
+
+  private async readHead(): Promise<{ seq: number; line: string } | undefined> {
+    try {
+      const line = await readFile(join(this.dir!, 'head'), 'utf8');
+      return { seq: (JSON.parse(line) as { seq: number }).seq, line };
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** Write to a temp file, optionally fsync, then rename: a crash leaves the old or the new file, never half of one. */
+async function writeDurably(file: string, content: string, sync: boolean): Promise<void> {
+  const tmp = `${file}.tmp`;
+  const fh = await open(tmp, 'w');
+  try {
+    await fh.writeFile(content);
+    if (sync) await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, file);
+}

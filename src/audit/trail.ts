@@ -1,0 +1,181 @@
+import type { Logger } from '../log.js';
+import { batchHash, GENESIS, sealBatch, type AuditKeyring } from './crypto.js';
+import type { AuditEntry } from './entry.js';
+import type { AuditExporter } from './exporters.js';
+import { redact, SECRET_KEY_PATTERN } from './redact.js';
+import { Spool } from './spool.js';
+
+export interface AuditTrailOptions {
+  keyring: AuditKeyring;
+  exporters: AuditExporter[];
+  /** Spool directory; memory when absent. */
+  spoolDir?: string;
+  spoolMaxBytes?: number;
+  flushIntervalMs?: number;
+  maxBatch?: number;
+  /** batched: a crash loses at most the open batch. strict: record() resolves once the entry is on disk. */
+  durability?: 'batched' | 'strict';
+  /** Extra key patterns to redact in args, besides the built-in ones. */
+  redactPatterns?: RegExp[];
+  log: Logger;
+  /** How long close() waits for exporters before leaving the rest in the spool [10 s]. */
+  drainMs?: number;
+  /** Backoff before retry n (ms), for tests. */
+  backoffMs?: (attempt: number) => number;
+}
+
+export interface AuditStats {
+  recorded: number;
+  batches: number;
+  exported: Record<string, number>;
+  exportFailures: number;
+  spoolBytes: number;
+  available: boolean;
+  byCapability: Record<string, { total: number; success: number; denied: number; error: number }>;
+}
+
+/**
+ * The audit pipeline: entries are redacted at once, held in clear only in the
+ * open batch, sealed (AES-256-GCM, hash-chained) on flush, written to the
+ * spool, and delivered to every exporter in order, retried until acknowledged.
+ */
+export class AuditTrail {
+  private open: AuditEntry[] = [];
+  private waiters: (() => void)[] = [];
+  private failedWaiters: ((e: Error) => void)[] = [];
+  private seq = 0;
+  private prev = GENESIS;
+  private timer?: NodeJS.Timeout;
+  private flushing: Promise<void> = Promise.resolve();
+  private healthy = true;
+  private readonly spool: Spool;
+  private readonly delivering = new Map<string, Promise<void>>();
+  private readonly wake = new Map<string, () => void>();
+  private stopped = false;
+  private readonly pattern: RegExp;
+  readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, byCapability: {} };
+
+  constructor(private readonly opts: AuditTrailOptions) {
+    this.spool = new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 256 * 1024 * 1024, opts.exporters.map((e) => e.name));
+    const extra = (opts.redactPatterns ?? []).map((r) => r.source);
+    this.pattern = extra.length ? new RegExp([SECRET_KEY_PATTERN.source, ...extra].join('|'), 'i') : SECRET_KEY_PATTERN;
+  }
+
+  async start(): Promise<void> {
+    const newest = await this.spool.init();
+    if (newest) {
+      this.seq = newest.seq;
+      this.prev = batchHash(newest.line);
+    }
+    for (const e of this.opts.exporters) this.stats.exported[e.name] = 0;
+    for (const e of this.opts.exporters) this.delivering.set(e.name, this.deliver(e));
+    this.timer = setInterval(() => void this.flush(), this.opts.flushIntervalMs ?? 1000);
+    this.timer.unref();
+  }
+
+  /** False when the spool is full or cannot be written: calls must then be refused. */
+  get available(): boolean {
+    return this.healthy;
+  }
+
+  /** Adds an entry; in strict mode resolves once its batch is on disk. */
+  record(entry: AuditEntry): Promise<void> {
+    const e = { ...entry, args: redact(entry.args, this.pattern) };
+    this.open.push(e);
+    this.stats.recorded++;
+    const cap = (this.stats.byCapability[e.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
+    cap.total++;
+    cap[e.result]++;
+    const strict = this.opts.durability === 'strict';
+    const durable = strict ? new Promise<void>((resolve, reject) => { this.waiters.push(resolve); this.failedWaiters.push(reject); }) : Promise.resolve();
+    // strict: group commit on the next tick; batched: at maxBatch or on the timer.
+    if (strict) queueMicrotask(() => void this.flush());
+    else if (this.open.length >= (this.opts.maxBatch ?? 500)) void this.flush();
+    return durable;
+  }
+
+  /** Seals the open batch and spools it. Serialised: batches are appended in sequence order. */
+  flush(): Promise<void> {
+    this.flushing = this.flushing.then(() => this.flushOnce());
+    return this.flushing;
+  }
+
+  private async flushOnce(): Promise<void> {
+    if (this.open.length === 0) return;
+    const entries = this.open;
+    const waiters = this.waiters;
+    const failed = this.failedWaiters;
+    this.open = [];
+    this.waiters = [];
+    this.failedWaiters = [];
+    const seq = this.seq + 1;
+    const line = JSON.stringify(sealBatch(entries, seq, this.prev, this.opts.keyring.current));
+    try {
+      await this.spool.append(seq, line, this.spool.durable && this.opts.durability === 'strict');
+    } catch (err) {
+      // Keep the entries (sealed again next time); refuse new calls until the spool takes them.
+      this.open = [...entries, ...this.open];
+      this.waiters = [...waiters, ...this.waiters];
+      this.failedWaiters = [...failed, ...this.failedWaiters];
+      if (this.healthy) this.opts.log.error('audit spool write failed; refusing calls until it recovers', { error: (err as Error).message });
+      this.healthy = false;
+      this.stats.available = false;
+      for (const f of this.failedWaiters.splice(0)) f(err as Error);
+      this.waiters = [];
+      return;
+    }
+    if (!this.healthy) this.opts.log.info('audit spool writable again');
+    this.healthy = true;
+    this.stats.available = true;
+    this.seq = seq;
+    this.prev = batchHash(line);
+    this.stats.batches++;
+    this.stats.spoolBytes = this.spool.bytes;
+    for (const w of waiters) w();
+    for (const wake of this.wake.values()) wake();
+  }
+
+  /** One delivery loop per exporter: in order, each batch retried until acknowledged. */
+  private async deliver(exporter: AuditExporter): Promise<void> {
+    let attempt = 0;
+    while (!this.stopped) {
+      const cursor = this.spool.cursors.get(exporter.name) ?? 0;
+      const next = this.spool.after(cursor)[0];
+      if (next === undefined) {
+        await new Promise<void>((r) => this.wake.set(exporter.name, r));
+        continue;
+      }
+      try {
+        await exporter.export(this.spool.read(next)!, next);
+        await this.spool.ack(exporter.name, next);
+        this.stats.exported[exporter.name] = (this.stats.exported[exporter.name] ?? 0) + 1;
+        this.stats.spoolBytes = this.spool.bytes;
+        attempt = 0;
+        // Space freed: a full spool can take batches again.
+        if (!this.healthy && this.open.length) void this.flush();
+      } catch (err) {
+        this.stats.exportFailures++;
+        const wait = this.opts.backoffMs?.(attempt) ?? Math.min(30_000, 200 * 2 ** attempt) * (0.5 + Math.random() / 2);
+        if (attempt === 0) this.opts.log.warn('audit export failed; retrying', { exporter: exporter.name, seq: next, error: (err as Error).message });
+        attempt++;
+        await new Promise((r) => setTimeout(r, wait).unref());
+      }
+    }
+  }
+
+  /** Number of batches not yet acknowledged by every exporter. */
+  get backlog(): number {
+    const min = Math.min(...[...this.spool.cursors.values()], this.seq);
+    return this.seq - min;
+  }
+
+  /** On shutdown: flush, then give exporters until the deadline; what is left stays in the spool. */
+  async drain(deadlineMs = 10_000): Promise<void> {
+    await this.flush();
+    const until = Date.now() + deadlineMs;
+    while (this.opts.exporters.length && this.backlog > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    for (const wake of this.wake.values()) wake();
+  }
+}
