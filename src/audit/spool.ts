@@ -57,7 +57,8 @@ export class Spool {
   /** Appends a sealed batch; with `sync`, returns only once it is on disk. */
   async append(seq: number, line: string, sync: boolean): Promise<void> {
     const size = Buffer.byteLength(line);
-    if (this.total + size > this.maxBytes) throw new SpoolFullError(`audit spool is full (${this.total} of ${this.maxBytes} bytes)`);
+    // An empty spool always takes one batch, so a backlog built up while full can always drain.
+    if (this.total > 0 && this.total + size > this.maxBytes) throw new SpoolFullError(`audit spool is full (${this.total} of ${this.maxBytes} bytes)`);
     if (this.dir) {
       const file = join(this.dir, `${String(seq).padStart(16, '0')}.batch`);
       await writeDurably(file, line, sync);

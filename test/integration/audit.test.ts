@@ -1,0 +1,115 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openBatch, parseKeyring, type AuditBatch } from '../../src/audit/crypto.js';
+import type { AuditEntry } from '../../src/audit/entry.js';
+import { HttpAuditExporter } from '../../src/audit/exporters.js';
+import { verifyChain } from '../../src/audit/verify.js';
+import { orderedLines, startCollector, type Collector } from '../support/collector.js';
+import { startEnv, type Env } from '../support/fixture.js';
+import { invoice, send } from '../support/http.js';
+
+const KEY = randomBytes(32).toString('base64');
+const keys = parseKeyring(KEY);
+
+function entriesOf(c: Collector): AuditEntry[] {
+  return orderedLines(c).flatMap((l) => openBatch<AuditEntry>(JSON.parse(l) as AuditBatch, keys));
+}
+
+async function until(cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('audit trail through an unreliable collector', () => {
+  let collector: Collector;
+  let env: Env;
+  beforeAll(async () => {
+    collector = await startCollector();
+    env = await startEnv({
+      audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url, 'audit-api-key', 300)], flushIntervalMs: 30, backoffMs: () => 30 },
+    });
+  });
+  afterAll(async () => { await env.close(); await collector.close(); });
+
+  it('delivers every entry exactly once, in order, with an intact chain, through 500s, refusals and stalls', async () => {
+    const requestIds: string[] = [];
+    const burst = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const ok = i % 2 === 0;
+        const r = await send(env, { method: 'POST', path: '/invoices', token: await env.bot.signer.sign('createInvoice'), body: invoice(ok ? {} : { amount: 5000, apiKey: 'sk-secret' }) });
+        requestIds.push(String(r.headers['x-request-id']));
+        await new Promise((res) => setTimeout(res, 40)); // spread over several batches
+      }
+    };
+    collector.mode = 'fail';
+    await burst(4);
+    await collector.stop();
+    await burst(4);
+    await collector.restart();
+    collector.mode = 'stall';
+    await burst(3);
+    collector.mode = 'ok';
+    await burst(3);
+    await until(() => entriesOf(collector).length >= requestIds.length && collector.batches.size > 0 && env.sidecar !== undefined);
+    await until(async () => {
+      const stats = await (await fetch(`${env.sidecar.adminUrl}/stats`)).json() as { audit: { backlog: number } };
+      return stats.audit.backlog === 0;
+    });
+
+    const entries = entriesOf(collector);
+    const ids = entries.map((e) => e.id);
+    expect(new Set(ids).size).toBe(ids.length); // exactly once
+    expect(entries.map((e) => e.requestId).sort()).toEqual([...requestIds].sort());
+    const seqs = [...collector.batches.keys()].sort((a, b) => a - b);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    expect(verifyChain(orderedLines(collector), keys).problems).toEqual([]);
+    expect(collector.received).toBeGreaterThan(collector.batches.size); // it really had to retry
+
+    const denied = entries.find((e) => e.result === 'denied')!;
+    expect(denied).toMatchObject({ agentId: 'agent-billing-bot', capability: 'createInvoice', denialReason: 'constraint_violated', status: 403, method: 'POST', path: '/invoices' });
+    expect((denied.args as Record<string, unknown>).apiKey).toBe('[REDACTED]');
+    const ok = entries.find((e) => e.result === 'success')!;
+    expect(ok).toMatchObject({ status: 200, upstreamStatus: 200, permission: 'not_required' });
+    expect(typeof ok.jti).toBe('string');
+  }, 30_000);
+});
+
+describe('a full spool fails closed', () => {
+  it('answers 503 audit_unavailable and forwards nothing unaudited; recovers when delivery resumes', async () => {
+    const collector = await startCollector();
+    await collector.stop();
+    const spoolDir = await mkdtemp(join(tmpdir(), 'agents-chain-spool-'));
+    const env = await startEnv({
+      audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url, undefined, 200)], spoolDir, spoolMaxBytes: 4000, flushIntervalMs: 10, backoffMs: () => 20 },
+    });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        const r = await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+        statuses.push(r.status);
+        if (r.status === 503) expect(r.json.error).toBe('audit_unavailable');
+        await new Promise((res) => setTimeout(res, 15));
+      }
+      expect(statuses).toContain(503);
+      const forwarded = env.app.requests.length;
+      expect(forwarded).toBe(statuses.filter((s) => s === 200).length);
+      expect((await readdir(spoolDir)).some((f) => f.endsWith('.batch'))).toBe(true);
+
+      await collector.restart();
+      await until(async () => (await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status === 200);
+      await until(() => [...collector.batches.keys()].length > 0);
+      const audited = orderedLines(collector).flatMap((l) => openBatch<AuditEntry>(JSON.parse(l) as AuditBatch, keys));
+      await until(() => orderedLines(collector).flatMap((l) => openBatch<AuditEntry>(JSON.parse(l) as AuditBatch, keys)).filter((e) => e.result === 'success').length >= forwarded);
+      expect(audited.length).toBeGreaterThan(0);
+    } finally {
+      await env.close();
+      await collector.close();
+    }
+  }, 30_000);
+});
