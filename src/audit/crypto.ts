@@ -49,7 +49,7 @@ function aad(b: Omit<AuditBatch, 'nonce' | 'tag' | 'data'>): Buffer {
 }
 
 /** Seals entries into one batch: AES-256-GCM, fresh 96-bit nonce, header bound as AAD. */
-export function sealBatch(entries: readonly { timestamp: number }[], seq: number, prev: string, key: AuditKey): AuditBatch {
+export function sealBatch<E extends { timestamp: number }>(entries: readonly E[], seq: number, prev: string, key: AuditKey): AuditBatch {
   const header = {
     v: 1 as const, seq, prev, count: entries.length,
     first: entries[0]?.timestamp ?? 0, last: entries.at(-1)?.timestamp ?? 0, kid: key.id,
