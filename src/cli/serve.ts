@@ -32,6 +32,7 @@ Options (each also read from the environment variable shown):
   --audit-spool-max-bytes N  spool bound [268435456]
   --audit-flush-ms N       batch flush interval [1000]
   --audit-max-batch N      entries per batch [500]
+  --audit-drain-ms N       on SIGTERM, how long to keep delivering [10000]
   --admin-public-url URL   the admin listener as operators reach it, for
                            approve/deny links in notifications
                                                             AGENTS_CHAIN_ADMIN_PUBLIC_URL
@@ -56,6 +57,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'audit-spool-max-bytes': { type: 'string' },
     'audit-flush-ms': { type: 'string' },
     'audit-max-batch': { type: 'string' },
+    'audit-drain-ms': { type: 'string' },
   }, USAGE);
   if (!args) return 0;
   const env = process.env;
@@ -126,6 +128,7 @@ async function auditOptions(v: Record<string, string | string[] | boolean | unde
     spoolMaxBytes: num('audit-spool-max-bytes'),
     flushIntervalMs: num('audit-flush-ms'),
     maxBatch: num('audit-max-batch'),
+    drainMs: num('audit-drain-ms'),
     durability: durability as 'batched' | 'strict',
   };
 }

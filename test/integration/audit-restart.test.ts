@@ -1,0 +1,110 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { openBatch, parseKeyring, type AuditBatch } from '../../src/audit/crypto.js';
+import type { AuditEntry } from '../../src/audit/entry.js';
+import { verifyChain } from '../../src/audit/verify.js';
+import { createAgentSigner } from '../../src/identity/client.js';
+import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { orderedLines, startCollector, type Collector } from '../support/collector.js';
+import { startRecorder, type Recorder } from '../support/recorder.js';
+
+async function until(cond: () => boolean, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Real sidecar processes, killed and restarted over the same spool. */
+describe('audit spool across restarts', () => {
+  let dir: string;
+  let keyFile: string;
+  let app: Recorder;
+  let collector: Collector;
+  const keys = parseKeyring(randomBytes(32).toString('base64'));
+
+  beforeAll(async () => {
+    requireBuild();
+    dir = await mkdtemp(join(tmpdir(), 'agents-chain-restart-'));
+    keyFile = join(dir, 'audit.key');
+    await writeFile(keyFile, `${keys.current.key.toString('base64')}\n`);
+    app = await startRecorder();
+    collector = await startCollector();
+    await collector.stop();
+  });
+  afterAll(async () => { await app.close(); await collector.close(); });
+
+  const serve = (spool: string, extra: string[] = []) => startCli([
+    'serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
+    '--audit-key-file', keyFile, '--audit-spool', spool, '--audit-export', collector.url, '--audit-flush-ms', '20', '--audit-drain-ms', '300', ...extra,
+  ], /sidecar listening/);
+
+  async function calls(listen: string, n: number): Promise<string[]> {
+    const jwk = JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8'));
+    const signer = await createAgentSigner(jwk, 'agent-billing-bot');
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const r = await request(`${listen}/invoices/inv-${i}`, { headers: { authorization: `Bearer ${await signer.sign('getInvoice')}` } });
+      expect(r.statusCode).toBe(200);
+      await r.body.text();
+      ids.push(String(r.headers['x-request-id']));
+    }
+    return ids;
+  }
+
+  const delivered = () => orderedLines(collector).flatMap((l) => openBatch<AuditEntry>(JSON.parse(l) as AuditBatch, keys));
+
+  it('SIGTERM during an outage leaves the batches in the spool; the next process delivers them', async () => {
+    const spool = join(dir, 'spool-a');
+    const first = await serve(spool);
+    const ids = await calls(JSON.parse(first.line).listen, 3);
+    await new Promise((r) => setTimeout(r, 100));
+    first.child.kill('SIGTERM');
+    expect((await once(first.child, 'exit'))[0]).toBe(0);
+    expect((await readdir(spool)).filter((f) => f.endsWith('.batch')).length).toBeGreaterThan(0);
+
+    await collector.restart();
+    const second = await serve(spool);
+    try {
+      await until(() => ids.every((id) => delivered().some((e) => e.requestId === id)));
+      expect(verifyChain(orderedLines(collector), keys).problems).toEqual([]);
+    } finally {
+      second.child.kill('SIGTERM');
+      await once(second.child, 'exit');
+      await collector.stop();
+    }
+    // The CLI reads what the collector stored.
+    const file = join(dir, 'exported.jsonl');
+    await writeFile(file, `${orderedLines(collector).join('\n')}\n`);
+    const verify = await runCli(['audit', 'verify', '--audit-key-file', keyFile, file]);
+    expect(verify.code).toBe(0);
+    const decrypt = await runCli(['audit', 'decrypt', '--audit-key-file', keyFile, file]);
+    expect(decrypt.stdout.trim().split('\n').map((l) => JSON.parse(l).requestId)).toEqual(expect.arrayContaining(ids));
+  }, 40_000);
+
+  it('strict durability: SIGKILL loses nothing that was forwarded to the app', async () => {
+    const spool = join(dir, 'spool-b');
+    const first = await serve(spool, ['--audit-durability', 'strict']);
+    const before = app.requests.length;
+    await calls(JSON.parse(first.line).listen, 5);
+    const forwarded = app.requests.slice(before).map((r) => String(r.headers['x-request-id']));
+    first.child.kill('SIGKILL');
+    await once(first.child, 'exit');
+
+    collector.batches.clear(); // a new spool is a new chain: sequence numbers start again
+    await collector.restart();
+    const second = await serve(spool);
+    try {
+      await until(() => forwarded.every((id) => delivered().some((e) => e.requestId === id)));
+    } finally {
+      second.child.kill('SIGTERM');
+      await once(second.child, 'exit');
+    }
+  }, 40_000);
+});
