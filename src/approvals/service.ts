@@ -11,6 +11,9 @@ import type { AccessRequest, ApprovalScope, ExecutionOutcome, ValueApproval } fr
 /** Runs an approved call against the app. */
 export type Executor = (request: AccessRequest) => Promise<ExecutionOutcome>;
 
+/** Approval events, for the audit trail. */
+export type ApprovalEvent = 'created' | 'approved' | 'denied' | 'expired' | 'wrong_code' | 'executed';
+
 export type ResolutionError = 'not_found' | 'already_resolved' | 'invalid_code' | 'too_many_attempts' | 'invalid_scope';
 
 const WRONG_CODE_LIMIT = 5;
@@ -47,6 +50,7 @@ export class ApprovalService {
     private readonly execute: Executor,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
+    private readonly onEvent: (event: ApprovalEvent, request: AccessRequest) => void = () => {},
   ) {
     this.events.setMaxListeners(0);
   }
@@ -62,6 +66,7 @@ export class ApprovalService {
     await this.store.create(request);
     this.scheduleExpiry(request);
     this.log.info('access request created', { requestId: request.id, agent: request.agentId, capability: request.capability });
+    this.onEvent('created', request);
     void this.notifier.notify(request, code).then(
       () => this.store.update(request.id, { notified: true }),
       () => undefined, // already logged; the request stays pending and approvable through the admin API
@@ -105,6 +110,7 @@ export class ApprovalService {
     this.wrongCodes.delete(id);
     if (scope === 'value') await this.rememberValues(resolved);
     this.log.info('access request approved', { requestId: id, agent: resolved.agentId, capability: resolved.capability, scope });
+    this.onEvent('approved', resolved);
     void this.runApproved(resolved);
     void this.notifier.onResolved(resolved).catch(() => undefined);
     return resolved;
@@ -119,6 +125,7 @@ export class ApprovalService {
     this.clearTimer(id);
     this.wrongCodes.delete(id);
     this.log.info('access request denied', { requestId: id, agent: resolved.agentId, capability: resolved.capability });
+    this.onEvent('denied', resolved);
     this.events.emit(id);
     void this.notifier.onResolved(resolved).catch(() => undefined);
     return resolved;
@@ -171,6 +178,7 @@ export class ApprovalService {
       recent.push(now);
       this.wrongCodes.set(id, recent);
       this.log.warn('wrong approval code', { requestId: id, attempts: recent.length });
+      this.onEvent('wrong_code', r);
       return 'invalid_code';
     }
     this.wrongCodes.delete(id);
@@ -198,7 +206,8 @@ export class ApprovalService {
         ? { status: 504, body: { error: 'upstream_timeout', message: 'the app did not finish answering within 30 s' } }
         : { status: 502, body: { error: 'upstream_unavailable', message: (err as Error).message } };
     }
-    await this.store.update(r.id, { outcome });
+    const done = await this.store.update(r.id, { outcome });
+    if (done) this.onEvent('executed', done);
     this.events.emit(r.id);
   }
 
@@ -217,6 +226,7 @@ export class ApprovalService {
     const expired = await this.store.resolve(r.id, 'expired', { resolvedAt: this.now() });
     if (!expired) return;
     this.log.info('access request expired', { requestId: r.id, agent: r.agentId, capability: r.capability });
+    this.onEvent('expired', expired);
     this.events.emit(r.id);
     void this.notifier.onResolved(expired).catch(() => undefined);
   }

@@ -31,6 +31,8 @@ export interface AuditStats {
   exportFailures: number;
   spoolBytes: number;
   available: boolean;
+  /** Calls served while the spool could not take entries (onAuditFailure: allow). */
+  servedWhileUnavailable: number;
   byCapability: Record<string, { total: number; success: number; denied: number; error: number }>;
 }
 
@@ -53,7 +55,7 @@ export class AuditTrail {
   private readonly wake = new Map<string, () => void>();
   private stopped = false;
   private readonly pattern: RegExp;
-  readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, byCapability: {} };
+  readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, servedWhileUnavailable: 0, byCapability: {} };
 
   constructor(private readonly opts: AuditTrailOptions) {
     this.spool = new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 256 * 1024 * 1024, opts.exporters.map((e) => e.name));

@@ -1,7 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { silentNotifier, WebhookNotifier, type Notifier } from '../approvals/notifier.js';
-import { ApprovalService, type Executor } from '../approvals/service.js';
+import { ApprovalService, type ApprovalEvent, type Executor } from '../approvals/service.js';
+import type { AccessRequest } from '../approvals/types.js';
+import type { AuditEntry } from '../audit/entry.js';
+import { randomUUID } from 'node:crypto';
 import { MemoryAccessRequestStore, type AccessRequestStore } from '../approvals/store.js';
 import { MemoryReplayStore, type ReplayStore } from '../auth/replay.js';
 import { createLogger, type Logger } from '../log.js';
@@ -59,6 +62,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const log = opts.log ?? createLogger();
   const upstream = new Upstream(opts.upstream);
   const now = opts.now ?? Date.now;
+  const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log }) : undefined;
+  await audit?.start();
+  if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
   const approvals = opts.policy.accessRequests
     ? new ApprovalService(
         opts.accessRequestStore ?? new MemoryAccessRequestStore(),
@@ -67,11 +73,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         executor(upstream, opts.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
         log,
         now,
+        (event, r) => void audit?.record(approvalEntry(event, r, now())).catch(() => undefined),
       )
     : undefined;
-  const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log }) : undefined;
-  await audit?.start();
-  if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
   const deps: PipelineDeps = {
     policy: opts.policy,
     replay: opts.replay ?? new MemoryReplayStore(undefined, now),
@@ -144,6 +148,20 @@ function executor(upstream: Upstream, policy: Policy, now: () => number, maxByte
       try { parsed = JSON.parse(parsed as string); } catch { /* keep the text */ }
     }
     return { status: answer.status, contentType: type || undefined, body: parsed };
+  };
+}
+
+/** The audit entry of an approval event. */
+function approvalEntry(event: ApprovalEvent, r: AccessRequest, nowMs: number): AuditEntry {
+  const result: AuditEntry['result'] = event === 'approved' || event === 'created' || (event === 'executed' && (r.outcome?.status ?? 500) < 500) ? 'success'
+    : event === 'executed' ? 'error' : 'denied';
+  return {
+    id: randomUUID(), agentId: r.agentId, agentName: r.agentName, capability: r.capability, args: r.args, result,
+    ...(result === 'denied' ? { denialReason: event } : {}), jti: null, timestamp: nowMs, durationMs: nowMs - r.createdAt,
+    method: r.method, path: r.target, status: r.outcome?.status ?? 0,
+    ...(r.outcome ? { upstreamStatus: r.outcome.status } : {}),
+    requestId: r.id, event: `approval.${event}`,
+    ...(event === 'approved' || event === 'executed' ? { permission: 'approved' as const } : event === 'expired' ? { permission: 'expired' as const } : event === 'denied' ? { permission: 'denied' as const } : {}),
   };
 }
 

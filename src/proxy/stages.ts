@@ -54,7 +54,11 @@ export type Stage = (call: Call, deps: Deps) => Denial | undefined | Promise<Den
 
 /** No call is served without its audit record: a full or broken spool refuses (unless the policy says allow). */
 export const checkAuditAvailable: Stage = (_call, deps) => {
-  if (!deps.audit || deps.audit.available || deps.policy.audit.onAuditFailure === 'allow') return undefined;
+  if (!deps.audit || deps.audit.available) return undefined;
+  if (deps.policy.audit.onAuditFailure === 'allow') {
+    deps.audit.stats.servedWhileUnavailable++;
+    return undefined;
+  }
   return deny('audit_unavailable', 'the audit trail cannot record this call right now; retry later');
 };
 

@@ -113,3 +113,30 @@ describe('a full spool fails closed', () => {
     }
   }, 30_000);
 });
+
+describe('approval events are audited', () => {
+  it('records created, wrong_code, approved and executed', async () => {
+    const { startApprovalEnv } = await import('../support/approvals.js');
+    const collector = await startCollector();
+    const env = await startApprovalEnv({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 20 } });
+    try {
+      const asked = await fetch(`${env.sidecar.url}/agent/request-permission`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json', prefer: 'respond-async' },
+        body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x', apiToken: 't' }, reason: 'audit test' }),
+      });
+      const { requestId } = await asked.json() as { requestId: string };
+      const note = await env.inbox.nextRequest();
+      await env.admin('POST', `/approvals/${requestId}/approve`, { code: 'WRONGWRONG' });
+      await env.admin('POST', `/approvals/${requestId}/approve`, { code: note.code });
+      const events = () => entriesOf(collector).filter((e) => e.requestId === requestId).map((e) => e.event);
+      await until(() => events().includes('approval.executed'));
+      expect(events()).toEqual(['approval.created', 'approval.wrong_code', 'approval.approved', 'approval.executed']);
+      const created = entriesOf(collector).find((e) => e.event === 'approval.created')!;
+      expect(created).toMatchObject({ agentId: env.bot.id, capability: 'send_sms', args: { to: '+1', apiToken: '[REDACTED]' } });
+    } finally {
+      await env.close();
+      await collector.close();
+    }
+  }, 20_000);
+});
