@@ -2,7 +2,7 @@
 // Each server is its own process so its peak RSS is its own. Ratios, not absolute
 // numbers, are the result: they were measured in the same run on the same machine.
 import { spawn } from 'node:child_process';
-import { createPrivateKey, createPublicKey, sign, verify as nodeVerify } from 'node:crypto';
+import { createPrivateKey, createPublicKey, randomBytes, sign, verify as nodeVerify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -140,11 +140,21 @@ try {
     /"listen":"(http:\/\/[^"]+)"/,
   );
 
+  // (d) the same sidecar with the encrypted audit trail on: spool on disk, batches exported to a file.
+  const auditKey = join(dir, 'audit.key');
+  await writeFile(auditKey, `${randomBytes(32).toString('base64')}\n`);
+  const audited = await start(
+    ['dist/cli/main.js', 'serve', '--policy', join(dir, 'policy.yaml'), '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
+      '--audit-key-file', auditKey, '--audit-spool', join(dir, 'spool'), '--audit-export', `file:${join(dir, 'audit.jsonl')}`],
+    /"listen":"(http:\/\/[^"]+)"/,
+  );
+
   const targets = [
     ['(a) app directly', app],
     ['(b) bare proxy, http-proxy-3', bareHp3],
     ["(b') bare proxy, undici (buffered body, like the sidecar)", bareUndici],
     ['(c) agents-chain sidecar', sidecar],
+    ['(d) sidecar + audit trail', audited],
   ];
   const best = new Map();
   for (let round = 0; round < ROUNDS; round++) {
@@ -161,11 +171,12 @@ try {
   console.log('| target | req/s | p50 ms | p99 ms | peak RSS MiB |');
   console.log('|---|---:|---:|---:|---:|');
   for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} | ${fmt(r.rss, 1)} |`);
-  const [a, b, b2, c] = rows;
+  const [a, b, b2, c, d] = rows;
   console.log('\n| ratio | req/s | p50 | p99 | peak RSS |');
   console.log('|---|---:|---:|---:|---:|');
   console.log(`| c/b (sidecar vs bare http-proxy-3) | ${fmt(c.rps / b.rps, 2)} | ${fmt(c.p50 / b.p50, 2)} | ${fmt(c.p99 / b.p99, 2)} | ${fmt(c.rss / b.rss, 2)} |`);
   console.log(`| c/b' (sidecar vs bare undici) | ${fmt(c.rps / b2.rps, 2)} | ${fmt(c.p50 / b2.p50, 2)} | ${fmt(c.p99 / b2.p99, 2)} | ${fmt(c.rss / b2.rss, 2)} |`);
+  console.log(`| d/c (audit on vs off; target >= 0.95) | ${fmt(d.rps / c.rps, 2)} | ${fmt(d.p50 / c.p50, 2)} | ${fmt(d.p99 / c.p99, 2)} | ${fmt(d.rss / c.rss, 2)} |`);
   console.log(`| c/a (sidecar vs app directly) | ${fmt(c.rps / a.rps, 2)} | ${fmt(c.p50 / a.p50, 2)} | ${fmt(c.p99 / a.p99, 2)} | ${fmt(c.rss / a.rss, 2)} |`);
   console.log(`\nOne Ed25519 verification: ${fmt(cost.joseUs, 1)} µs through jose (WebCrypto), ${fmt(cost.nodeUs, 1)} µs with node:crypto directly.`);
 } finally {

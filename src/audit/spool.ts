@@ -1,5 +1,6 @@
 import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { batchHash } from './crypto.js';
 
 export class SpoolFullError extends Error {
   constructor(message: string) {
@@ -32,18 +33,18 @@ export class Spool {
     return this.dir !== undefined;
   }
 
-  /** Loads what a previous run left: batches and cursors. Returns the newest batch (to continue the chain). */
-  async init(): Promise<{ seq: number; line: string } | undefined> {
+  /** Loads what a previous run left: batches and cursors. Returns the chain head (to continue the chain). */
+  async init(): Promise<{ seq: number; hash: string } | undefined> {
     if (!this.dir) return undefined;
     await mkdir(this.dir, { recursive: true });
-    let newest: { seq: number; line: string } | undefined;
+    let newest: { seq: number; hash: string } | undefined;
     for (const name of (await readdir(this.dir)).sort()) {
       const m = /^(\d{16})\.batch$/.exec(name);
       if (m) {
         const seq = Number(m[1]);
         const line = await readFile(join(this.dir, name), 'utf8');
         this.remember(seq, line);
-        if (!newest || seq > newest.seq) newest = { seq, line };
+        if (!newest || seq > newest.seq) newest = { seq, hash: batchHash(line) };
         continue;
       }
       const c = /^cursor\.(.+)$/.exec(name);
@@ -55,7 +56,7 @@ export class Spool {
   }
 
   /** Appends a sealed batch; with `sync`, returns only once it is on disk. */
-  async append(seq: number, line: string, sync: boolean): Promise<void> {
+  async append(seq: number, line: string, hash: string, sync: boolean): Promise<void> {
     const size = Buffer.byteLength(line);
     // An empty spool always takes one batch, so a backlog built up while full can always drain.
     if (this.total > 0 && this.total + size > this.maxBytes) throw new SpoolFullError(`audit spool is full (${this.total} of ${this.maxBytes} bytes)`);
@@ -63,7 +64,7 @@ export class Spool {
       const file = join(this.dir, `${String(seq).padStart(16, '0')}.batch`);
       await writeDurably(file, line, sync);
       // The chain head survives even when every batch was delivered and removed.
-      await writeDurably(join(this.dir, 'head'), line, sync);
+      await writeDurably(join(this.dir, 'head'), JSON.stringify({ seq, hash }), sync);
     }
     this.remember(seq, line);
   }
@@ -108,10 +109,9 @@ export class Spool {
     this.total += size;
   }
 
-  private async readHead(): Promise<{ seq: number; line: string } | undefined> {
+  private async readHead(): Promise<{ seq: number; hash: string } | undefined> {
     try {
-      const line = await readFile(join(this.dir!, 'head'), 'utf8');
-      return { seq: (JSON.parse(line) as { seq: number }).seq, line };
+      return JSON.parse(await readFile(join(this.dir!, 'head'), 'utf8')) as { seq: number; hash: string };
     } catch {
       return undefined;
     }

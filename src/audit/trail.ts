@@ -67,7 +67,7 @@ export class AuditTrail {
     const newest = await this.spool.init();
     if (newest) {
       this.seq = newest.seq;
-      this.prev = batchHash(newest.line);
+      this.prev = newest.hash;
     }
     for (const e of this.opts.exporters) this.stats.exported[e.name] = 0;
     for (const e of this.opts.exporters) this.delivering.set(e.name, this.deliver(e));
@@ -112,8 +112,9 @@ export class AuditTrail {
     this.failedWaiters = [];
     const seq = this.seq + 1;
     const line = JSON.stringify(sealBatch(entries, seq, this.prev, this.opts.keyring.current));
+    const hash = batchHash(line);
     try {
-      await this.spool.append(seq, line, this.spool.durable && this.opts.durability === 'strict');
+      await this.spool.append(seq, line, hash, this.spool.durable && this.opts.durability === 'strict');
     } catch (err) {
       // Keep the entries (sealed again next time); refuse new calls until the spool takes them.
       this.open = [...entries, ...this.open];
@@ -130,7 +131,7 @@ export class AuditTrail {
     this.healthy = true;
     this.stats.available = true;
     this.seq = seq;
-    this.prev = batchHash(line);
+    this.prev = hash;
     this.stats.batches++;
     this.stats.spoolBytes = this.spool.bytes;
     for (const w of waiters) w();
