@@ -37,6 +37,11 @@ function start(args, match) {
     child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${out}`)));
   });
 }
+// CPU seconds a process has used (user + system), from /proc: steadier than req/s on a shared VM.
+function cpuSeconds(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 function peakRssMiB(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmHWM:\s+(\d+)/.exec(status)[1]) / 1024;
@@ -107,8 +112,10 @@ async function load(url, seconds) {
 
 async function measure(name, target) {
   await load(target.url, WARMUP_SECONDS);
+  const cpu0 = cpuSeconds(target.child.pid);
   const r = await load(target.url, SECONDS);
-  return { name, rps: r.rps, p50: r.latency.p50, p99: r.latency.p99, rss: peakRssMiB(target.child.pid) };
+  const cpuUs = ((cpuSeconds(target.child.pid) - cpu0) / r.requests.total) * 1e6;
+  return { name, cpuUs, rps: r.rps, p50: r.latency.p50, p99: r.latency.p99, rss: peakRssMiB(target.child.pid) };
 }
 
 // One Ed25519 verification, through jose (what the sidecar runs) and node:crypto directly.
@@ -168,15 +175,16 @@ try {
 
   const fmt = (n, d = 0) => n.toFixed(d);
   console.log(`\nagents-chain bench — best of ${ROUNDS} rounds of ${SECONDS} s of POSTs with a ${Buffer.byteLength(body)}-byte JSON body, 3 constraints, ${CONNECTIONS} connections, node ${process.version}\n`);
-  console.log('| target | req/s | p50 ms | p99 ms | peak RSS MiB |');
-  console.log('|---|---:|---:|---:|---:|');
-  for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} | ${fmt(r.rss, 1)} |`);
+  console.log('| target | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB |');
+  console.log('|---|---:|---:|---:|---:|---:|');
+  for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} | ${fmt(r.cpuUs)} | ${fmt(r.rss, 1)} |`);
   const [a, b, b2, c, d] = rows;
   console.log('\n| ratio | req/s | p50 | p99 | peak RSS |');
   console.log('|---|---:|---:|---:|---:|');
   console.log(`| c/b (sidecar vs bare http-proxy-3) | ${fmt(c.rps / b.rps, 2)} | ${fmt(c.p50 / b.p50, 2)} | ${fmt(c.p99 / b.p99, 2)} | ${fmt(c.rss / b.rss, 2)} |`);
   console.log(`| c/b' (sidecar vs bare undici) | ${fmt(c.rps / b2.rps, 2)} | ${fmt(c.p50 / b2.p50, 2)} | ${fmt(c.p99 / b2.p99, 2)} | ${fmt(c.rss / b2.rss, 2)} |`);
   console.log(`| d/c (audit on vs off; target >= 0.95) | ${fmt(d.rps / c.rps, 2)} | ${fmt(d.p50 / c.p50, 2)} | ${fmt(d.p99 / c.p99, 2)} | ${fmt(d.rss / c.rss, 2)} |`);
+  console.log(`\nAudit cost in the sidecar's own CPU time: ${fmt(d.cpuUs - c.cpuUs)} µs per call (${fmt((d.cpuUs / c.cpuUs - 1) * 100, 1)} % of the sidecar's ${fmt(c.cpuUs)} µs).`);
   console.log(`| c/a (sidecar vs app directly) | ${fmt(c.rps / a.rps, 2)} | ${fmt(c.p50 / a.p50, 2)} | ${fmt(c.p99 / a.p99, 2)} | ${fmt(c.rss / a.rss, 2)} |`);
   console.log(`\nOne Ed25519 verification: ${fmt(cost.joseUs, 1)} µs through jose (WebCrypto), ${fmt(cost.nodeUs, 1)} µs with node:crypto directly.`);
 } finally {

@@ -121,6 +121,7 @@ async function auditOptions(v: Record<string, string | string[] | boolean | unde
     if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${flag} must be a positive whole number`);
     return n;
   };
+  if (specs.length === 0) throw new UsageError('the audit trail needs somewhere to deliver batches: give --audit-export (stdout, file:PATH or a URL)');
   return {
     keyring: parseKeyring(keyText),
     exporters: specs.map((s) => exporterFromSpec(s.trim(), env.AGENTS_CHAIN_AUDIT_API_KEY)),
