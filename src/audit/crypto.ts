@@ -57,7 +57,7 @@ export function sealBatch<E extends { timestamp: number }>(entries: readonly E[]
   const nonce = randomBytes(12);
   const cipher = createCipheriv('aes-256-gcm', key.key, nonce);
   cipher.setAAD(aad(header));
-  const data = Buffer.concat([cipher.update(JSON.stringify(entries)), cipher.final()]);
+  const data = Buffer.concat([cipher.update(Buffer.from(JSON.stringify(entries), 'utf8')), cipher.final()]);
   return { ...header, nonce: nonce.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
 }
 
@@ -72,7 +72,7 @@ export function openBatch<T = unknown>(b: AuditBatch, keys: AuditKeyring): T[] {
   return JSON.parse(plain.toString('utf8')) as T[];
 }
 
-/** The chain link: SHA-256 of the batch's exact JSON line. */
+/** The chain link: SHA-256 of the batch's exact JSON line (ASCII: base64, hex and numbers only). */
 export function batchHash(line: string): string {
-  return createHash('sha256').update(line).digest('hex');
+  return createHash('sha256').update(Buffer.from(line, 'latin1')).digest('hex');
 }
