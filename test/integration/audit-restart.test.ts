@@ -54,6 +54,7 @@ describe('audit spool across restarts', () => {
       expect(r.statusCode).toBe(200);
       await r.body.text();
       ids.push(String(r.headers['x-request-id']));
+      await new Promise((res) => setTimeout(res, 40)); // one batch per call or so
     }
     return ids;
   }
@@ -86,6 +87,23 @@ describe('audit spool across restarts', () => {
     expect(verify.code).toBe(0);
     const decrypt = await runCli(['audit', 'decrypt', '--audit-key-file', keyFile, file]);
     expect(decrypt.stdout.trim().split('\n').map((l) => JSON.parse(l).requestId)).toEqual(expect.arrayContaining(ids));
+
+    // audit verify reports a flipped byte, a dropped batch and a swapped pair.
+    const lines = orderedLines(collector);
+    expect(lines.length).toBeGreaterThanOrEqual(3);
+    const flip = (l: string) => { const b = JSON.parse(l); const d = Buffer.from(b.data, 'base64'); d[0]! ^= 1; return JSON.stringify({ ...b, data: d.toString('base64') }); };
+    const cases: Record<string, string[]> = {
+      flipped: [lines[0]!, flip(lines[1]!), ...lines.slice(2)],
+      dropped: [lines[0]!, ...lines.slice(2)],
+      swapped: [lines[0]!, lines[2]!, lines[1]!, ...lines.slice(3)],
+    };
+    for (const [name, tampered] of Object.entries(cases)) {
+      const f = join(dir, `${name}.jsonl`);
+      await writeFile(f, `${tampered.join('\n')}\n`);
+      const r = await runCli(['audit', 'verify', '--audit-key-file', keyFile, f]);
+      expect(r.code, name).toBe(1);
+      expect(r.stderr, name).toMatch(name === 'flipped' ? /authentication failed/ : name === 'dropped' ? /gap/ : /out of order/);
+    }
   }, 40_000);
 
   it('strict durability: SIGKILL loses nothing that was forwarded to the app', async () => {
