@@ -44,24 +44,58 @@ export interface AuditBatch {
 
 export const GENESIS = '0'.repeat(64);
 
-function aad(b: Omit<AuditBatch, 'nonce' | 'tag' | 'data'>): Buffer {
-  return Buffer.from(JSON.stringify([b.v, b.seq, b.prev, b.count, b.first, b.last, b.kid]));
+/** AAD: what is known when a batch opens. count/first/last are checked against the decrypted entries. */
+function aad(b: { v: 1; seq: number; prev: string; kid: string }): Buffer {
+  return Buffer.from(JSON.stringify([b.v, b.seq, b.prev, b.kid]));
 }
 
-/** Seals entries into one batch: AES-256-GCM, fresh 96-bit nonce, header bound as AAD. */
+/**
+ * Encrypts a batch as its entries arrive (AES-256-GCM stream, fresh 96-bit
+ * nonce): an entry is held in clear only while it is being serialised, and
+ * the heap keeps ciphertext buffers instead of entry objects until the batch
+ * is sealed.
+ */
+export class BatchSealer {
+  private readonly cipher;
+  private readonly nonce = randomBytes(12);
+  private readonly chunks: Buffer[] = [];
+  private count = 0;
+  private first = 0;
+  private last = 0;
+
+  constructor(readonly seq: number, private readonly prev: string, private readonly key: AuditKey) {
+    this.cipher = createCipheriv('aes-256-gcm', key.key, this.nonce);
+    this.cipher.setAAD(aad({ v: 1, seq, prev, kid: key.id }));
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  add(entry: { timestamp: number }): void {
+    if (this.count === 0) this.first = entry.timestamp;
+    this.last = entry.timestamp;
+    this.chunks.push(this.cipher.update(Buffer.from(`${this.count === 0 ? '[' : ','}${JSON.stringify(entry)}`, 'utf8')));
+    this.count++;
+  }
+
+  seal(): AuditBatch {
+    this.chunks.push(this.cipher.update(Buffer.from(this.count === 0 ? '[]' : ']')), this.cipher.final());
+    return {
+      v: 1, seq: this.seq, prev: this.prev, count: this.count, first: this.first, last: this.last, kid: this.key.id,
+      nonce: this.nonce.toString('base64'), tag: this.cipher.getAuthTag().toString('base64'), data: Buffer.concat(this.chunks).toString('base64'),
+    };
+  }
+}
+
+/** Seals entries into one batch (all at once: tests and tools). */
 export function sealBatch<E extends { timestamp: number }>(entries: readonly E[], seq: number, prev: string, key: AuditKey): AuditBatch {
-  const header = {
-    v: 1 as const, seq, prev, count: entries.length,
-    first: entries[0]?.timestamp ?? 0, last: entries.at(-1)?.timestamp ?? 0, kid: key.id,
-  };
-  const nonce = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key.key, nonce);
-  cipher.setAAD(aad(header));
-  const data = Buffer.concat([cipher.update(Buffer.from(JSON.stringify(entries), 'utf8')), cipher.final()]);
-  return { ...header, nonce: nonce.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
+  const sealer = new BatchSealer(seq, prev, key);
+  for (const e of entries) sealer.add(e);
+  return sealer.seal();
 }
 
-/** Opens a batch; throws if the key is unknown or anything (header or data) was altered. */
+/** Opens a batch; throws if the key is unknown, anything was altered, or the header does not match the entries. */
 export function openBatch<T = unknown>(b: AuditBatch, keys: AuditKeyring): T[] {
   const key = keys.all.get(b.kid);
   if (!key) throw new Error(`batch ${b.seq}: unknown key id ${b.kid}`);
@@ -69,7 +103,11 @@ export function openBatch<T = unknown>(b: AuditBatch, keys: AuditKeyring): T[] {
   decipher.setAAD(aad(b));
   decipher.setAuthTag(Buffer.from(b.tag, 'base64'));
   const plain = Buffer.concat([decipher.update(Buffer.from(b.data, 'base64')), decipher.final()]);
-  return JSON.parse(plain.toString('utf8')) as T[];
+  const entries = JSON.parse(plain.toString('utf8')) as (T & { timestamp?: number })[];
+  const first = entries[0]?.timestamp ?? 0;
+  const last = entries.at(-1)?.timestamp ?? 0;
+  if (entries.length !== b.count || first !== b.first || last !== b.last) throw new Error(`batch ${b.seq}: header does not match its entries`);
+  return entries;
 }
 
 /** The chain link: SHA-256 of the batch's exact JSON line (ASCII: base64, hex and numbers only). */

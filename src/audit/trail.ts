@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { batchHash, GENESIS, sealBatch, type AuditKeyring } from './crypto.js';
+import { BatchSealer, batchHash, GENESIS, type AuditKeyring } from './crypto.js';
 import type { AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
 import { redact, SECRET_KEY_PATTERN } from './redact.js';
@@ -42,9 +42,11 @@ export interface AuditStats {
  * spool, and delivered to every exporter in order, retried until acknowledged.
  */
 export class AuditTrail {
-  private open: AuditEntry[] = [];
-  private waiters: (() => void)[] = [];
-  private failedWaiters: ((e: Error) => void)[] = [];
+  /** The open batch, encrypted as entries arrive. */
+  private sealer?: BatchSealer;
+  private waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
+  /** Sealed batches not yet in the spool (the spool was full or failing), in order. */
+  private readonly sealed: { seq: number; line: string; hash: string; waiters: { resolve: () => void; reject: (e: Error) => void }[] }[] = [];
   private seq = 0;
   private prev = GENESIS;
   private timer?: NodeJS.Timeout;
@@ -83,16 +85,17 @@ export class AuditTrail {
   /** Adds an entry; in strict mode resolves once its batch is on disk. */
   record(entry: AuditEntry): Promise<void> {
     const e = { ...entry, args: redact(entry.args, this.pattern) };
-    this.open.push(e);
+    this.sealer ??= new BatchSealer(this.seq + 1, this.prev, this.opts.keyring.current);
+    this.sealer.add(e);
     this.stats.recorded++;
     const cap = (this.stats.byCapability[e.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
     cap.total++;
     cap[e.result]++;
     const strict = this.opts.durability === 'strict';
-    const durable = strict ? new Promise<void>((resolve, reject) => { this.waiters.push(resolve); this.failedWaiters.push(reject); }) : Promise.resolve();
+    const durable = strict ? new Promise<void>((resolve, reject) => { this.waiters.push({ resolve, reject }); }) : Promise.resolve();
     // strict: group commit on the next tick; batched: at maxBatch or on the timer.
     if (strict) queueMicrotask(() => void this.flush());
-    else if (this.open.length >= (this.opts.maxBatch ?? 500)) void this.flush();
+    else if (this.sealer.size >= (this.opts.maxBatch ?? 500)) void this.flush();
     return durable;
   }
 
@@ -103,39 +106,37 @@ export class AuditTrail {
   }
 
   private async flushOnce(): Promise<void> {
-    if (this.open.length === 0) return;
-    const entries = this.open;
-    const waiters = this.waiters;
-    const failed = this.failedWaiters;
-    this.open = [];
-    this.waiters = [];
-    this.failedWaiters = [];
-    const seq = this.seq + 1;
-    const line = JSON.stringify(sealBatch(entries, seq, this.prev, this.opts.keyring.current));
-    const hash = batchHash(line);
-    try {
-      await this.spool.append(seq, line, hash, this.spool.durable && this.opts.durability === 'strict');
-    } catch (err) {
-      // Keep the entries (sealed again next time); refuse new calls until the spool takes them.
-      this.open = [...entries, ...this.open];
-      this.waiters = [...waiters, ...this.waiters];
-      this.failedWaiters = [...failed, ...this.failedWaiters];
-      if (this.healthy) this.opts.log.error('audit spool write failed; refusing calls until it recovers', { error: (err as Error).message });
-      this.healthy = false;
-      this.stats.available = false;
-      for (const f of this.failedWaiters.splice(0)) f(err as Error);
+    if (this.sealer) {
+      // Sealing is synchronous, so the next batch chains from this one whatever happens to the spool.
+      const line = JSON.stringify(this.sealer.seal());
+      const hash = batchHash(line);
+      this.sealed.push({ seq: this.sealer.seq, line, hash, waiters: this.waiters });
+      this.seq = this.sealer.seq;
+      this.prev = hash;
+      this.sealer = undefined;
       this.waiters = [];
-      return;
+      this.stats.batches++;
     }
-    if (!this.healthy) this.opts.log.info('audit spool writable again');
-    this.healthy = true;
-    this.stats.available = true;
-    this.seq = seq;
-    this.prev = hash;
-    this.stats.batches++;
-    this.stats.spoolBytes = this.spool.bytes;
-    for (const w of waiters) w();
-    for (const wake of this.wake.values()) wake();
+    while (this.sealed.length) {
+      const next = this.sealed[0]!;
+      try {
+        await this.spool.append(next.seq, next.line, next.hash, this.spool.durable && this.opts.durability === 'strict');
+      } catch (err) {
+        // Keep the sealed batch for the next attempt; refuse new calls until the spool takes it.
+        if (this.healthy) this.opts.log.error('audit spool write failed; refusing calls until it recovers', { error: (err as Error).message });
+        this.healthy = false;
+        this.stats.available = false;
+        for (const w of next.waiters.splice(0)) w.reject(err as Error);
+        return;
+      }
+      this.sealed.shift();
+      if (!this.healthy) this.opts.log.info('audit spool writable again');
+      this.healthy = true;
+      this.stats.available = true;
+      this.stats.spoolBytes = this.spool.bytes;
+      for (const w of next.waiters) w.resolve();
+      for (const wake of this.wake.values()) wake();
+    }
   }
 
   /** One delivery loop per exporter: in order, each batch retried until acknowledged. */
@@ -155,7 +156,7 @@ export class AuditTrail {
         this.stats.spoolBytes = this.spool.bytes;
         attempt = 0;
         // Space freed: a full spool can take batches again.
-        if (!this.healthy && this.open.length) void this.flush();
+        if (!this.healthy && this.sealed.length) void this.flush();
       } catch (err) {
         this.stats.exportFailures++;
         const wait = this.opts.backoffMs?.(attempt) ?? Math.min(30_000, 200 * 2 ** attempt) * (0.5 + Math.random() / 2);
