@@ -52,7 +52,11 @@ const bot = await generateAgentKeyPair();
 const signer = await createAgentSigner(bot.privateJwk, 'bench-bot');
 const base = { customerId: 'c-100', amount: 500, currency: 'USD', customer: { tier: 'gold' } };
 const pad = 1024 - JSON.stringify({ ...base, note: '' }).length;
-const body = JSON.stringify({ ...base, note: 'n'.repeat(pad) });
+// Text-like padding (random words): compresses like real JSON does, unlike a run of one letter.
+const WORDS = 'invoice customer payment due amount total order shipped pending approved refund account billing period monthly annual discount tax net gross'.split(' ');
+let note = '';
+while (note.length < pad) note += `${WORDS[Math.floor(Math.random() * WORDS.length)]} `;
+const body = JSON.stringify({ ...base, note: note.slice(0, pad) });
 const policy = `version: 1
 provider: { name: bench, issuer: https://bench.example.com }
 capabilities:
