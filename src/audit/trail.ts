@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { BatchSealer, batchHash, GENESIS, type AuditKeyring } from './crypto.js';
+import { BatchSealer, batchHash, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
 import type { AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
 import { redact, SECRET_KEY_PATTERN } from './redact.js';
@@ -56,6 +56,8 @@ export class AuditTrail {
   private readonly delivering = new Map<string, Promise<void>>();
   private readonly wake = new Map<string, () => void>();
   private stopped = false;
+  /** The last sealed batches (encrypted), for the admin's view of recent entries. */
+  private readonly recentBatches: string[] = [];
   private readonly pattern: RegExp;
   readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, servedWhileUnavailable: 0, byCapability: {} };
 
@@ -111,6 +113,8 @@ export class AuditTrail {
       const line = JSON.stringify(this.sealer.seal());
       const hash = batchHash(line);
       this.sealed.push({ seq: this.sealer.seq, line, hash, waiters: this.waiters });
+      this.recentBatches.push(line);
+      if (this.recentBatches.length > 8) this.recentBatches.shift();
       this.seq = this.sealer.seq;
       this.prev = hash;
       this.sealer = undefined;
@@ -165,6 +169,13 @@ export class AuditTrail {
         await new Promise((r) => setTimeout(r, wait).unref());
       }
     }
+  }
+
+  /** The most recent entries, newest last, decrypted on demand (they are kept only sealed). */
+  recentEntries(limit = 50): AuditEntry[] {
+    const out: AuditEntry[] = [];
+    for (const line of this.recentBatches) out.push(...openBatch<AuditEntry>(JSON.parse(line) as AuditBatch, this.opts.keyring));
+    return out.slice(-limit);
   }
 
   /** Number of batches not yet acknowledged by every exporter. */

@@ -44,6 +44,13 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
       if (expected && !authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
       return sendJson(res, 200, opts.audit ? { audit: { ...opts.audit.stats, backlog: opts.audit.backlog } } : { audit: null });
     }
+    if (path === '/stats/entries' && method === 'GET') {
+      // Decrypted entries only ever leave with the admin token.
+      if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to read audit entries' });
+      if (!authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
+      const limit = Math.min(500, Math.max(1, Number(new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('limit') ?? 50) || 50));
+      return sendJson(res, 200, { entries: opts.audit?.recentEntries(limit) ?? [] });
+    }
     if (!path.startsWith('/approvals')) return sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
     if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to use the approvals API' });
     if (!authorized(req, expected)) {

@@ -140,3 +140,26 @@ describe('approval events are audited', () => {
     }
   }, 20_000);
 });
+
+describe('recent entries on the admin listener', () => {
+  it('are decrypted only with the admin token', async () => {
+    const { startApprovalEnv, ADMIN_TOKEN } = await import('../support/approvals.js');
+    const collector = await startCollector();
+    const env = await startApprovalEnv({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 10 } });
+    try {
+      const r = await fetch(`${env.sidecar.url}/sms`, { method: 'POST', headers: { authorization: `Bearer ${await env.bot.signer.sign('send_sms')}`, 'content-type': 'application/json' }, body: JSON.stringify({ to: '+254700000001', body: 'hi' }) });
+      const requestId = r.headers.get('x-request-id');
+      expect((await fetch(`${env.sidecar.adminUrl}/stats/entries`)).status).toBe(401);
+      await until(async () => {
+        const res = await fetch(`${env.sidecar.adminUrl}/stats/entries?limit=10`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+        const { entries } = await res.json() as { entries: AuditEntry[] };
+        return entries.some((e) => e.requestId === requestId && e.capability === 'send_sms');
+      });
+      const stats = await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as any;
+      expect(stats.audit.byCapability.send_sms).toMatchObject({ total: 1, success: 1 });
+    } finally {
+      await env.close();
+      await collector.close();
+    }
+  }, 20_000);
+});
