@@ -10,16 +10,10 @@ import type { AuditEntry } from '../../src/audit/entry.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { createAgentSigner } from '../../src/identity/client.js';
 import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { until } from '../support/until.js';
 import { orderedLines, startCollector, type Collector } from '../support/collector.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
 
-async function until(cond: () => boolean, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** Real sidecar processes, killed and restarted over the same spool. */
 describe('audit spool across restarts', () => {

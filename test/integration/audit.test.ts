@@ -7,6 +7,7 @@ import { openBatch, parseKeyring, type AuditBatch } from '../../src/audit/crypto
 import type { AuditEntry } from '../../src/audit/entry.js';
 import { HttpAuditExporter } from '../../src/audit/exporters.js';
 import { verifyChain } from '../../src/audit/verify.js';
+import { until } from '../support/until.js';
 import { orderedLines, startCollector, type Collector } from '../support/collector.js';
 import { startEnv, type Env } from '../support/fixture.js';
 import { invoice, send } from '../support/http.js';
@@ -18,13 +19,6 @@ function entriesOf(c: Collector): AuditEntry[] {
   return orderedLines(c).flatMap((l) => openBatch<AuditEntry>(JSON.parse(l) as AuditBatch, keys));
 }
 
-async function until(cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('audit trail through an unreliable collector', () => {
   let collector: Collector;
