@@ -29,6 +29,8 @@ export const DENIAL_STATUS = {
   audit_unavailable: 503,
   upstream_unavailable: 502,
   internal_error: 500,
+  // never sent: the client hung up mid-request (nginx's 499); recorded in the audit trail
+  client_closed_request: 499,
 } as const satisfies Record<string, number>;
 
 export type DenialCode = keyof typeof DENIAL_STATUS;

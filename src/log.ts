@@ -23,4 +23,3 @@ export function createLogger(level: LogLevel = 'info', write: (line: string) => 
   return logger;
 }
 
-export const silentLogger: Logger = createLogger('error', () => {});

@@ -79,6 +79,10 @@ export class AuditTrail {
     this.timer.unref();
   }
 
+  get durability(): 'batched' | 'strict' {
+    return this.opts.durability ?? 'batched';
+  }
+
   /** False when the spool is full or cannot be written: calls must then be refused. */
   get available(): boolean {
     return this.healthy;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { LineCounter, parseDocument, type Document } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { importAgentKey, thumbprintOf } from '../identity/keys.js';
 import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/template.js';
 import { PolicyError, keyOf, locate, type PathPart, type PolicyIssue } from './issues.js';
@@ -225,4 +225,3 @@ function sorted(list: PolicyIssue[]): PolicyIssue[] {
   return [...list].sort((a, b) => a.line - b.line || a.column - b.column);
 }
 
-export type { Document };

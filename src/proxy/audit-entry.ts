@@ -3,7 +3,7 @@ import type { AuditEntry } from '../audit/entry.js';
 import type { Denial } from '../errors.js';
 import type { Call } from './stages.js';
 
-const ERROR_CODES = new Set(['upstream_unavailable', 'internal_error', 'replay_store_unavailable', 'audit_unavailable']);
+const ERROR_CODES = new Set(['upstream_unavailable', 'internal_error', 'replay_store_unavailable', 'audit_unavailable', 'client_closed_request']);
 
 /** The audit entry for one call, from what the pipeline learnt. Pure. */
 export function callEntry(call: Call, outcome: { status: number; upstreamStatus?: number; denial?: Denial; permission?: AuditEntry['permission'] }, nowMs: number): AuditEntry {

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { Pool } from 'undici';
 import { deny, type Denial } from '../errors.js';
 import type { Constraints, Policy } from '../policy/types.js';
@@ -11,8 +11,8 @@ export interface ForwardRequest {
   /** Raw path and query, exactly as checked. */
   target: string;
   headers: string[];
-  /** Buffered bytes, the caller's stream (unchecked public routes), or nothing. */
-  body: Buffer | IncomingMessage | undefined;
+  /** The buffered bytes the sidecar read (and, on capability routes, checked), or nothing. */
+  body: Buffer | undefined;
   requestId: string;
   /** Sent back as Agent-Permission on capability calls. */
   permission?: 'not_required' | 'approved';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { deny, isDenial, type Denial } from '../errors.js';
+import { deny, isDenial, statusOf, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
 import { grantKey, type Capability, type Route } from '../policy/types.js';
 import { callEntry } from './audit-entry.js';
@@ -42,7 +42,6 @@ const STAGES: Record<Route['kind'], Stage[]> = { capability: AUTHORIZATION, endp
 export interface PipelineDeps extends Deps {
   upstream: Upstream;
   log: Logger;
-  auditDurability?: 'batched' | 'strict';
 }
 
 export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: PipelineDeps): Promise<void> {
@@ -63,7 +62,11 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
     call.outcome = { status: forwarded.status, upstreamStatus: forwarded.status, permission };
     deps.log.debug('call forwarded', { ...describe(call), status: forwarded.status });
   } catch (err) {
-    if (err instanceof ClientAbortedError) return void deps.log.info('client went away', { ...describe(call) });
+    if (err instanceof ClientAbortedError) {
+      // Nothing to answer, but the decision (and a spent jti) is still audited.
+      call.outcome = { status: statusOf('client_closed_request'), denial: deny('client_closed_request', err.message) };
+      return void deps.log.info('client went away', { ...describe(call) });
+    }
     deps.log.error('call failed', { ...describe(call), error: (err as Error).message });
     if (!res.headersSent) refuse(call, res, deny('internal_error', 'the sidecar failed to handle this call'), deps);
     else res.destroy();
@@ -77,7 +80,7 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
 
 /** Strict durability: the decision is on disk before the app sees the call. */
 async function recordBeforeForwarding(call: Call, deps: PipelineDeps): Promise<Denial | undefined> {
-  if (!deps.audit || deps.auditDurability !== 'strict') return undefined;
+  if (!deps.audit || deps.audit.durability !== 'strict') return undefined;
   try {
     await deps.audit.record({ ...callEntry(call, { status: 0, permission: 'not_required' }, deps.now()), event: 'forwarding' });
     return undefined;

@@ -73,7 +73,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         executor(upstream, opts.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
         log,
         now,
-        (event, r) => void audit?.record(approvalEntry(event, r, now())).catch(() => undefined),
+        (event, r) => void audit?.record(approvalEntry(event, r, now())).catch((err: Error) => log.error('audit record failed', { requestId: r.id, event, error: err.message })),
       )
     : undefined;
   const deps: PipelineDeps = {
@@ -86,7 +86,6 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     log,
     approvals,
     audit,
-    auditDurability: opts.audit?.durability ?? 'batched',
   };
   let ready = false;
 

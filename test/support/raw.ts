@@ -25,6 +25,8 @@ export function rawRequest(baseUrl: string, request: string | Buffer): Promise<R
 }
 
 function parse(text: string): RawResponse {
+  // Interim 1xx answers (100 Continue) come before the final one.
+  while (/^HTTP\/1\.1 1\d\d /.test(text)) text = text.slice(text.indexOf('\r\n\r\n') + 4);
   const split = text.indexOf('\r\n\r\n');
   const head = text.slice(0, split).split('\r\n');
   const status = Number(head[0]?.split(' ')[1] ?? 0);
