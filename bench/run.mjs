@@ -50,13 +50,17 @@ function peakRssMiB(pid) {
 // The load: a 1 KiB JSON body with three constrained fields, one fresh token per request.
 const bot = await generateAgentKeyPair();
 const signer = await createAgentSigner(bot.privateJwk, 'bench-bot');
-const base = { customerId: 'c-100', amount: 500, currency: 'USD', customer: { tier: 'gold' } };
-const pad = 1024 - JSON.stringify({ ...base, note: '' }).length;
-// Text-like padding (random words): compresses like real JSON does, unlike a run of one letter.
+// Distinct bodies (cycled): the audit trail compresses what it records, and identical bodies would flatter that.
 const WORDS = 'invoice customer payment due amount total order shipped pending approved refund account billing period monthly annual discount tax net gross'.split(' ');
-let note = '';
-while (note.length < pad) note += `${WORDS[Math.floor(Math.random() * WORDS.length)]} `;
-const body = JSON.stringify({ ...base, note: note.slice(0, pad) });
+function makeBody(i) {
+  const base = { customerId: `c-${100 + i}`, amount: (i * 37) % 1000, currency: i % 2 ? 'USD' : 'EUR', customer: { tier: 'gold' } };
+  const pad = 1024 - JSON.stringify({ ...base, note: '' }).length;
+  let note = '';
+  while (note.length < pad) note += `${WORDS[Math.floor(Math.random() * WORDS.length)]} `;
+  return JSON.stringify({ ...base, note: note.slice(0, pad) });
+}
+const bodies = Array.from({ length: 512 }, (_, i) => makeBody(i));
+const body = bodies[0];
 const policy = `version: 1
 provider: { name: bench, issuer: https://bench.example.com }
 capabilities:
@@ -104,7 +108,9 @@ async function load(url, seconds) {
     requests: [{
       setupRequest(req) {
         // Only the sidecar checks tokens; if it ever got a reused one the run fails on non-2xx.
-        req.headers = { ...req.headers, authorization: `Bearer ${tokens[next++ % tokens.length]}` };
+        const n = next++;
+        req.headers = { ...req.headers, authorization: `Bearer ${tokens[n % tokens.length]}` };
+        req.body = bodies[n % bodies.length];
         return req;
       },
     }],
@@ -178,7 +184,7 @@ try {
   const cost = await verifyCost();
 
   const fmt = (n, d = 0) => n.toFixed(d);
-  console.log(`\nagents-chain bench — best of ${ROUNDS} rounds of ${SECONDS} s of POSTs with a ${Buffer.byteLength(body)}-byte JSON body, 3 constraints, ${CONNECTIONS} connections, node ${process.version}\n`);
+  console.log(`\nagents-chain bench — best of ${ROUNDS} rounds of ${SECONDS} s of POSTs with ${bodies.length} distinct ${Buffer.byteLength(body)}-byte JSON bodies, 3 constraints, ${CONNECTIONS} connections, node ${process.version}\n`);
   console.log('| target | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB |');
   console.log('|---|---:|---:|---:|---:|---:|');
   for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} | ${fmt(r.cpuUs)} | ${fmt(r.rss, 1)} |`);

@@ -1,5 +1,8 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { RawJson } from './raw-json.js';
+
+const CLOSE = Buffer.from('}');
 
 /** One audit key: 32 bytes, named by the first 16 hex digits of its SHA-256 (so keys can rotate). */
 export interface AuditKey {
@@ -31,6 +34,8 @@ export function parseKeyring(text: string): AuditKeyring {
 /** What a collector receives: one JSON object per batch. Everything but the ciphertext is authenticated as AAD. */
 export interface AuditBatch {
   v: 1;
+  /** Names the chain (one per spool: a pod's chain survives restarts with its spool, a new spool starts a new one). */
+  chain: string;
   seq: number;
   /** SHA-256 (hex) of the previous batch's JSON line; 64 zeros for the first. */
   prev: string;
@@ -47,9 +52,16 @@ export interface AuditBatch {
 
 export const GENESIS = '0'.repeat(64);
 
+/** Where a batch sits: which chain, its sequence number, the hash of the batch before it. */
+export interface ChainLink {
+  chain: string;
+  seq: number;
+  prev: string;
+}
+
 /** AAD: the header fields that chain and name the batch. count/first/last are checked against the decrypted entries. */
-function aad(b: { v: 1; seq: number; prev: string; kid: string; z?: string }): Buffer {
-  return Buffer.from(JSON.stringify([b.v, b.seq, b.prev, b.kid, b.z ?? null]));
+function aad(b: { v: 1; chain: string; seq: number; prev: string; kid: string; z?: string }): Buffer {
+  return Buffer.from(JSON.stringify([b.v, b.chain, b.seq, b.prev, b.kid, b.z ?? null]));
 }
 
 /**
@@ -60,21 +72,29 @@ function aad(b: { v: 1; seq: number; prev: string; kid: string; z?: string }): B
  * nonce. Nothing leaves the open batch unencrypted.
  */
 export class BatchSealer {
-  private readonly parts: Buffer[] = [];
+  private readonly parts: Uint8Array[] = [];
   private count = 0;
   private first = 0;
   private last = 0;
 
-  constructor(readonly seq: number, private readonly prev: string, private readonly key: AuditKey) {}
+  constructor(readonly link: ChainLink, private readonly key: AuditKey) {}
 
   get size(): number {
     return this.count;
   }
 
-  add(entry: { timestamp: number }): void {
+  add(entry: { timestamp: number; args?: unknown }): void {
     if (this.count === 0) this.first = entry.timestamp;
     this.last = entry.timestamp;
-    this.parts.push(Buffer.from(`${this.count === 0 ? '[' : ','}${JSON.stringify(entry)}`, 'utf8'));
+    const open = this.count === 0 ? '[' : ',';
+    if (entry.args instanceof RawJson) {
+      // The verified body goes in as it is, as the last member: `{...,"args":<bytes>}`.
+      const { args, ...rest } = entry;
+      const head = JSON.stringify(rest);
+      this.parts.push(Buffer.from(`${open}${head.slice(0, -1)}${head.length > 2 ? ',' : ''}"args":`, 'utf8'), args.bytes, CLOSE);
+    } else {
+      this.parts.push(Buffer.from(`${open}${JSON.stringify(entry)}`, 'utf8'));
+    }
     this.count++;
   }
 
@@ -82,7 +102,8 @@ export class BatchSealer {
     this.parts.push(Buffer.from(this.count === 0 ? '[]' : ']'));
     const plain = deflateRawSync(Buffer.concat(this.parts), { level: 1 });
     this.parts.length = 0;
-    const header = { v: 1 as const, seq: this.seq, prev: this.prev, count: this.count, first: this.first, last: this.last, kid: this.key.id, z: 'deflate-raw' as const };
+    const { chain, seq, prev } = this.link;
+    const header = { v: 1 as const, chain, seq, prev, count: this.count, first: this.first, last: this.last, kid: this.key.id, z: 'deflate-raw' as const };
     const nonce = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key.key, nonce);
     cipher.setAAD(aad(header));
@@ -92,8 +113,8 @@ export class BatchSealer {
 }
 
 /** Seals entries into one batch (all at once: tests and tools). */
-export function sealBatch<E extends { timestamp: number }>(entries: readonly E[], seq: number, prev: string, key: AuditKey): AuditBatch {
-  const sealer = new BatchSealer(seq, prev, key);
+export function sealBatch<E extends { timestamp: number }>(entries: readonly E[], link: ChainLink, key: AuditKey): AuditBatch {
+  const sealer = new BatchSealer(link, key);
   for (const e of entries) sealer.add(e);
   return sealer.seal();
 }

@@ -11,3 +11,13 @@ export function redact(value: unknown, pattern: RegExp = SECRET_KEY_PATTERN): un
   for (const [k, v] of Object.entries(value)) out[k] = pattern.test(k) ? REDACTED : redact(v, pattern);
   return out;
 }
+
+/** True when `redact` would change something: lets the caller keep the original bytes otherwise. */
+export function needsRedaction(value: unknown, pattern: RegExp = SECRET_KEY_PATTERN): boolean {
+  if (Array.isArray(value)) return value.some((v) => needsRedaction(v, pattern));
+  if (typeof value !== 'object' || value === null) return false;
+  for (const [k, v] of Object.entries(value)) {
+    if (pattern.test(k) || needsRedaction(v, pattern)) return true;
+  }
+  return false;
+}

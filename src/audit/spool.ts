@@ -1,6 +1,14 @@
+import { randomUUID } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { batchHash } from './crypto.js';
+
+/** The newest batch of a chain: where the next one links. */
+export interface ChainHead {
+  chain: string;
+  seq: number;
+  hash: string;
+}
 
 export class SpoolFullError extends Error {
   constructor(message: string) {
@@ -20,6 +28,8 @@ export class Spool {
   private sizes = new Map<number, number>();
   private total = 0;
   readonly cursors = new Map<string, number>();
+  /** This spool's chain id: kept in the head file, so it outlives delivered batches and restarts. */
+  chain: string = randomUUID();
 
   constructor(private readonly dir: string | undefined, private readonly maxBytes: number, exporters: readonly string[]) {
     for (const name of exporters) this.cursors.set(name, 0);
@@ -33,18 +43,18 @@ export class Spool {
     return this.dir !== undefined;
   }
 
-  /** Loads what a previous run left: batches and cursors. Returns the chain head (to continue the chain). */
-  async init(): Promise<{ seq: number; hash: string } | undefined> {
+  /** Loads what a previous run left: batches, cursors and the chain. Returns the chain head (to continue the chain). */
+  async init(): Promise<ChainHead | undefined> {
     if (!this.dir) return undefined;
     await mkdir(this.dir, { recursive: true });
-    let newest: { seq: number; hash: string } | undefined;
+    let newest: ChainHead | undefined;
     for (const name of (await readdir(this.dir)).sort()) {
       const m = /^(\d{16})\.batch$/.exec(name);
       if (m) {
         const seq = Number(m[1]);
         const line = await readFile(join(this.dir, name), 'utf8');
         this.remember(seq, line);
-        if (!newest || seq > newest.seq) newest = { seq, hash: batchHash(line) };
+        if (!newest || seq > newest.seq) newest = { chain: (JSON.parse(line) as { chain: string }).chain, seq, hash: batchHash(line) };
         continue;
       }
       const c = /^cursor\.(.+)$/.exec(name);
@@ -52,6 +62,7 @@ export class Spool {
     }
     const head = await this.readHead();
     if (head && (!newest || head.seq > newest.seq)) newest = head;
+    if (newest) this.chain = newest.chain;
     return newest;
   }
 
@@ -64,7 +75,7 @@ export class Spool {
       const file = join(this.dir, `${String(seq).padStart(16, '0')}.batch`);
       await writeDurably(file, line, sync);
       // The chain head survives even when every batch was delivered and removed.
-      await writeDurably(join(this.dir, 'head'), JSON.stringify({ seq, hash }), sync);
+      await writeDurably(join(this.dir, 'head'), JSON.stringify({ chain: this.chain, seq, hash } satisfies ChainHead), sync);
     }
     this.remember(seq, line);
   }
@@ -109,9 +120,9 @@ export class Spool {
     this.total += size;
   }
 
-  private async readHead(): Promise<{ seq: number; hash: string } | undefined> {
+  private async readHead(): Promise<ChainHead | undefined> {
     try {
-      return JSON.parse(await readFile(join(this.dir!, 'head'), 'utf8')) as { seq: number; hash: string };
+      return JSON.parse(await readFile(join(this.dir!, 'head'), 'utf8')) as ChainHead;
     } catch {
       return undefined;
     }

@@ -2,7 +2,8 @@ import type { Logger } from '../log.js';
 import { BatchSealer, batchHash, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
 import type { AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
-import { redact, SECRET_KEY_PATTERN } from './redact.js';
+import { RawJson } from './raw-json.js';
+import { needsRedaction, redact, SECRET_KEY_PATTERN } from './redact.js';
 import { Spool } from './spool.js';
 
 export interface AuditTrailOptions {
@@ -51,6 +52,7 @@ export class AuditTrail {
   private prev = GENESIS;
   private timer?: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
+  private queued?: Promise<void>;
   private healthy = true;
   private readonly spool: Spool;
   private readonly delivering = new Map<string, Promise<void>>();
@@ -90,8 +92,8 @@ export class AuditTrail {
 
   /** Adds an entry; in strict mode resolves once its batch is on disk. */
   record(entry: AuditEntry): Promise<void> {
-    const e = { ...entry, args: redact(entry.args, this.pattern) };
-    this.sealer ??= new BatchSealer(this.seq + 1, this.prev, this.opts.keyring.current);
+    const e = { ...entry, args: this.redacted(entry.args) };
+    this.sealer ??= new BatchSealer({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev }, this.opts.keyring.current);
     this.sealer.add(e);
     this.stats.recorded++;
     const cap = (this.stats.byCapability[e.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
@@ -105,10 +107,27 @@ export class AuditTrail {
     return durable;
   }
 
-  /** Seals the open batch and spools it. Serialised: batches are appended in sequence order. */
+  /** Body bytes are kept as they are unless a key must be redacted; everything else is copied redacted. */
+  private redacted(args: unknown): unknown {
+    if (args instanceof RawJson) return needsRedaction(args.value, this.pattern) ? redact(args.value, this.pattern) : args;
+    return redact(args, this.pattern);
+  }
+
+  /**
+   * Seals the open batch and spools it. Serialised: batches are appended in
+   * sequence order. At most one flush waits behind the running one, and it
+   * takes everything gathered by the time it starts (group commit), so a burst
+   * of calls does not queue a flush each.
+   */
   flush(): Promise<void> {
-    this.flushing = this.flushing.then(() => this.flushOnce());
-    return this.flushing;
+    if (!this.queued) {
+      this.queued = this.flushing.then(() => {
+        this.queued = undefined;
+        return this.flushOnce();
+      });
+      this.flushing = this.queued;
+    }
+    return this.queued;
   }
 
   private async flushOnce(): Promise<void> {
@@ -116,10 +135,10 @@ export class AuditTrail {
       // Sealing is synchronous, so the next batch chains from this one whatever happens to the spool.
       const line = JSON.stringify(this.sealer.seal());
       const hash = batchHash(line);
-      this.sealed.push({ seq: this.sealer.seq, line, hash, waiters: this.waiters });
+      this.sealed.push({ seq: this.sealer.link.seq, line, hash, waiters: this.waiters });
       this.recentBatches.push(line);
       if (this.recentBatches.length > 8) this.recentBatches.shift();
-      this.seq = this.sealer.seq;
+      this.seq = this.sealer.link.seq;
       this.prev = hash;
       this.sealer = undefined;
       this.waiters = [];

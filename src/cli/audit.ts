@@ -25,8 +25,11 @@ export async function auditCommand(argv: string[]): Promise<number> {
   const lines = text.split('\n');
   if (action === 'verify') {
     const r = verifyChain(lines, keys);
-    for (const p of r.problems) process.stderr.write(`line ${p.line}${p.seq !== undefined ? ` (seq ${p.seq})` : ''}: ${p.problem}\n`);
-    process.stdout.write(`${r.batches} batches, ${r.entries} entries, ${r.problems.length} problems\n`);
+    for (const p of r.problems) {
+      const where = p.seq !== undefined ? ` (${r.chains.length > 1 ? `chain ${p.chain}, ` : ''}seq ${p.seq})` : '';
+      process.stderr.write(`line ${p.line}${where}: ${p.problem}\n`);
+    }
+    process.stdout.write(`${r.batches} batches in ${r.chains.length} chain${r.chains.length === 1 ? '' : 's'}, ${r.entries} entries, ${r.problems.length} problems\n`);
     return r.problems.length ? 1 : 0;
   }
   for (const line of lines) {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { AuditEntry } from '../audit/entry.js';
+import { RawJson } from '../audit/raw-json.js';
 import type { Denial } from '../errors.js';
 import type { Call } from './stages.js';
 
@@ -34,7 +35,8 @@ export function callEntry(call: Call, outcome: { status: number; upstreamStatus?
 
 /** What the agent passed: the JSON body when there is one, else path and query parameters. */
 function argumentsOf(call: Call): unknown {
-  if (call.json !== undefined) return call.json;
+  // Strictly parsed from exactly these bytes: the entry can carry the bytes themselves.
+  if (call.json !== undefined) return call.body ? new RawJson(call.json, call.body) : call.json;
   if (call.body && call.body.length > 0 && call.body.length <= 65_536 && /json/i.test(call.req.headers['content-type'] ?? '')) {
     try { return JSON.parse(call.body.toString('utf8')); } catch { /* not JSON: not recorded */ }
   }

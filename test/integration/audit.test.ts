@@ -70,6 +70,7 @@ describe('audit trail through an unreliable collector', () => {
     expect((denied.args as Record<string, unknown>).apiKey).toBe('[REDACTED]');
     const ok = entries.find((e) => e.result === 'success')!;
     expect(ok).toMatchObject({ status: 200, upstreamStatus: 200, permission: 'not_required' });
+    expect(ok.args).toEqual(JSON.parse(invoice())); // the body the app received
     expect(typeof ok.jti).toBe('string');
   }, 30_000);
 });

@@ -1,17 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { GENESIS, batchHash, openBatch, parseKeyring, sealBatch } from '../../../src/audit/crypto.js';
-import { redact } from '../../../src/audit/redact.js';
+import { BatchSealer, GENESIS, batchHash, openBatch, parseKeyring, sealBatch } from '../../../src/audit/crypto.js';
+import { RawJson } from '../../../src/audit/raw-json.js';
+import { needsRedaction, redact } from '../../../src/audit/redact.js';
 import { verifyChain } from '../../../src/audit/verify.js';
 
 const k1 = randomBytes(32).toString('base64');
 const k2 = randomBytes(32).toString('base64');
 
-function chain(n: number, keys = parseKeyring(k1)): string[] {
+function chain(n: number, keys = parseKeyring(k1), id = 'chain-a'): string[] {
   const lines: string[] = [];
   let prev = GENESIS;
   for (let seq = 1; seq <= n; seq++) {
-    const line = JSON.stringify(sealBatch([{ timestamp: seq, id: `e${seq}` }], seq, prev, keys.current));
+    const line = JSON.stringify(sealBatch([{ timestamp: seq, id: `e${seq}` }], { chain: id, seq, prev }, keys.current));
     lines.push(line);
     prev = batchHash(line);
   }
@@ -29,8 +30,8 @@ describe('audit batches', () => {
 
   it('uses a fresh nonce per batch and never holds entries in clear in the batch', () => {
     const keys = parseKeyring(k1);
-    const a = sealBatch([{ timestamp: 1, secret: 'visible?' }], 1, GENESIS, keys.current);
-    const b = sealBatch([{ timestamp: 1, secret: 'visible?' }], 1, GENESIS, keys.current);
+    const a = sealBatch([{ timestamp: 1, secret: 'visible?' }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current);
+    const b = sealBatch([{ timestamp: 1, secret: 'visible?' }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current);
     expect(a.nonce).not.toBe(b.nonce);
     expect(Buffer.from(a.nonce, 'base64')).toHaveLength(12);
     expect(JSON.stringify(a)).not.toContain('visible?');
@@ -40,7 +41,24 @@ describe('audit batches', () => {
     const keys = parseKeyring(k1);
     const b = JSON.parse(chain(1, keys)[0]!);
     expect(() => openBatch({ ...b, count: 2 }, keys)).toThrow();
+    expect(() => openBatch({ ...b, chain: 'another-pod' }, keys)).toThrow();
     expect(() => openBatch(b, parseKeyring(k2))).toThrow(/unknown key id/);
+  });
+
+  it('carries a verified JSON body as its exact bytes, as the last member of the entry', () => {
+    const keys = parseKeyring(k1);
+    const bytes = Buffer.from('{ "amount": 5,\n  "note": "caf\u00e9 \\u00e9",\t"n": 1.50 }');
+    const sealer = new BatchSealer({ chain: 'c', seq: 1, prev: GENESIS }, keys.current);
+    sealer.add({ timestamp: 1, id: 'a', args: new RawJson(JSON.parse(bytes.toString()), bytes), status: 200 });
+    sealer.add({ timestamp: 2, id: 'b', args: { copied: true } });
+    sealer.add({ timestamp: 3, args: new RawJson([], Buffer.from('[]')) });
+    const entries = openBatch<Record<string, unknown>>(sealer.seal(), keys);
+    expect(entries).toEqual([
+      { timestamp: 1, id: 'a', status: 200, args: { amount: 5, note: 'café é', n: 1.5 } },
+      { timestamp: 2, id: 'b', args: { copied: true } },
+      { timestamp: 3, args: [] },
+    ]);
+    expect(Object.keys(entries[0]!).at(-1)).toBe('args');
   });
 
   it('rejects keys that are not 32 bytes', () => {
@@ -52,7 +70,19 @@ describe('audit verify', () => {
   const keys = parseKeyring(k1);
 
   it('accepts an intact chain', () => {
-    expect(verifyChain(chain(5), keys)).toEqual({ batches: 5, entries: 5, problems: [] });
+    expect(verifyChain(chain(5), keys)).toEqual({ batches: 5, entries: 5, chains: ['chain-a'], problems: [] });
+  });
+
+  it('tells chains apart: two pods merged in one file verify, a gap is named by its chain', () => {
+    const a = chain(3, keys, 'pod-a');
+    const b = chain(3, keys, 'pod-b');
+    const merged = [a[0]!, b[0]!, b[1]!, a[1]!, a[2]!, b[2]!];
+    expect(verifyChain(merged, keys)).toMatchObject({ batches: 6, chains: ['pod-a', 'pod-b'], problems: [] });
+    merged.splice(2, 1);
+    expect(verifyChain(merged, keys).problems).toEqual([
+      { line: 5, chain: 'pod-b', seq: 3, problem: 'gap: batches 2..2 missing' },
+      { line: 5, chain: 'pod-b', seq: 3, problem: 'chain broken: prev is not the hash of the batch before' },
+    ]);
   });
 
   it('reports a flipped byte', () => {
@@ -88,6 +118,14 @@ describe('redaction', () => {
     expect(redact({ apiKey: 'k', nested: { Password: 'p', list: [{ BEARER_TOKEN: 't', ok: 1 }] }, authorization: 'x', amount: 5 })).toEqual({
       apiKey: '[REDACTED]', nested: { Password: '[REDACTED]', list: [{ BEARER_TOKEN: '[REDACTED]', ok: 1 }] }, authorization: '[REDACTED]', amount: 5,
     });
+  });
+
+  it('says whether anything would be redacted, without copying', () => {
+    expect(needsRedaction({ amount: 5, customer: { tier: 'gold' }, list: [1, { a: 2 }] })).toBe(false);
+    expect(needsRedaction({ customer: { list: [{ clientSecret: 'x' }] } })).toBe(true);
+    expect(needsRedaction([{ Authorization: 'x' }])).toBe(true);
+    expect(needsRedaction('token')).toBe(false);
+    expect(needsRedaction({ ssn: '1' }, /ssn/i)).toBe(true);
   });
 
   it('takes extra patterns', () => {
