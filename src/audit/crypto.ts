@@ -83,7 +83,7 @@ export class BatchSealer {
     return this.count;
   }
 
-  add(entry: { timestamp: number; args?: unknown }): void {
+  add(entry: { timestamp: number; args?: unknown; [field: string]: unknown }): void {
     if (this.count === 0) this.first = entry.timestamp;
     this.last = entry.timestamp;
     const open = this.count === 0 ? '[' : ',';

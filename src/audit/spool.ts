@@ -25,6 +25,8 @@ export class SpoolFullError extends Error {
  */
 export class Spool {
   private readonly batches = new Map<number, string>();
+  /** Timestamp of each batch's first entry, for the delivery-lag metric. */
+  private readonly firsts = new Map<number, number>();
   private sizes = new Map<number, number>();
   private total = 0;
   readonly cursors = new Map<string, number>();
@@ -53,8 +55,9 @@ export class Spool {
       if (m) {
         const seq = Number(m[1]);
         const line = await readFile(join(this.dir, name), 'utf8');
-        this.remember(seq, line);
-        if (!newest || seq > newest.seq) newest = { chain: (JSON.parse(line) as { chain: string }).chain, seq, hash: batchHash(line) };
+        const header = JSON.parse(line) as { chain: string; first: number };
+        this.remember(seq, line, header.first);
+        if (!newest || seq > newest.seq) newest = { chain: header.chain, seq, hash: batchHash(line) };
         continue;
       }
       const c = /^cursor\.(.+)$/.exec(name);
@@ -67,7 +70,7 @@ export class Spool {
   }
 
   /** Appends a sealed batch; with `sync`, returns only once it is on disk. */
-  async append(seq: number, line: string, hash: string, sync: boolean): Promise<void> {
+  async append({ seq, line, hash, first }: { seq: number; line: string; hash: string; first: number }, sync: boolean): Promise<void> {
     const size = Buffer.byteLength(line);
     // An empty spool always takes one batch, so a backlog built up while full can always drain.
     if (this.total > 0 && this.total + size > this.maxBytes) throw new SpoolFullError(`audit spool is full (${this.total} of ${this.maxBytes} bytes)`);
@@ -77,7 +80,7 @@ export class Spool {
       // The chain head survives even when every batch was delivered and removed.
       await writeDurably(join(this.dir, 'head'), JSON.stringify({ chain: this.chain, seq, hash } satisfies ChainHead), sync);
     }
-    this.remember(seq, line);
+    this.remember(seq, line, first);
   }
 
   after(cursor: number): number[] {
@@ -98,6 +101,7 @@ export class Spool {
       this.total -= this.sizes.get(s) ?? 0;
       this.batches.delete(s);
       this.sizes.delete(s);
+      this.firsts.delete(s);
       if (this.dir) await rm(join(this.dir, `${String(s).padStart(16, '0')}.batch`), { force: true });
     }
   }
@@ -113,8 +117,16 @@ export class Spool {
     }
   }
 
-  private remember(seq: number, line: string): void {
+  /** First-entry timestamp of the oldest batch not yet acknowledged by every exporter. */
+  oldestUnacknowledged(): number | undefined {
+    let oldest: number | undefined;
+    for (const first of this.firsts.values()) if (oldest === undefined || first < oldest) oldest = first;
+    return oldest;
+  }
+
+  private remember(seq: number, line: string, first: number): void {
     const size = Buffer.byteLength(line);
+    this.firsts.set(seq, first);
     this.batches.set(seq, line);
     this.sizes.set(seq, size);
     this.total += size;

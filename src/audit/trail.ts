@@ -23,6 +23,16 @@ export interface AuditTrailOptions {
   drainMs?: number;
   /** Backoff before retry n (ms), for tests. */
   backoffMs?: (attempt: number) => number;
+  /** Told of each entry, delivery and failure (metrics). */
+  observer?: AuditObserver;
+}
+
+/** Events worth counting, for whoever counts them (the metrics module); the trail does not depend on it. */
+export interface AuditObserver {
+  recorded(): void;
+  exported(exporter: string): void;
+  exportFailed(exporter: string): void;
+  servedWhileUnavailable(): void;
 }
 
 export interface AuditStats {
@@ -47,7 +57,7 @@ export class AuditTrail {
   private sealer?: BatchSealer;
   private waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
   /** Sealed batches not yet in the spool (the spool was full or failing), in order. */
-  private readonly sealed: { seq: number; line: string; hash: string; waiters: { resolve: () => void; reject: (e: Error) => void }[] }[] = [];
+  private readonly sealed: { seq: number; line: string; hash: string; count: number; first: number; waiters: { resolve: () => void; reject: (e: Error) => void }[] }[] = [];
   private seq = 0;
   private prev = GENESIS;
   private timer?: NodeJS.Timeout;
@@ -96,6 +106,7 @@ export class AuditTrail {
     this.sealer ??= new BatchSealer({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev }, this.opts.keyring.current);
     this.sealer.add(e);
     this.stats.recorded++;
+    this.opts.observer?.recorded();
     const cap = (this.stats.byCapability[e.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
     cap.total++;
     cap[e.result]++;
@@ -133,9 +144,10 @@ export class AuditTrail {
   private async flushOnce(): Promise<void> {
     if (this.sealer) {
       // Sealing is synchronous, so the next batch chains from this one whatever happens to the spool.
-      const line = JSON.stringify(this.sealer.seal());
+      const batch = this.sealer.seal();
+      const line = JSON.stringify(batch);
       const hash = batchHash(line);
-      this.sealed.push({ seq: this.sealer.link.seq, line, hash, waiters: this.waiters });
+      this.sealed.push({ seq: batch.seq, line, hash, count: batch.count, first: batch.first, waiters: this.waiters });
       this.recentBatches.push(line);
       if (this.recentBatches.length > 8) this.recentBatches.shift();
       this.seq = this.sealer.link.seq;
@@ -147,7 +159,7 @@ export class AuditTrail {
     while (this.sealed.length) {
       const next = this.sealed[0]!;
       try {
-        await this.spool.append(next.seq, next.line, next.hash, this.spool.durable && this.opts.durability === 'strict');
+        await this.spool.append(next, this.spool.durable && this.opts.durability === 'strict');
       } catch (err) {
         // Keep the sealed batch for the next attempt; refuse new calls until the spool takes it.
         if (this.healthy) this.opts.log.error('audit spool write failed; refusing calls until it recovers', { error: (err as Error).message });
@@ -180,12 +192,14 @@ export class AuditTrail {
         await exporter.export(this.spool.read(next)!, next);
         await this.spool.ack(exporter.name, next);
         this.stats.exported[exporter.name] = (this.stats.exported[exporter.name] ?? 0) + 1;
+        this.opts.observer?.exported(exporter.name);
         this.stats.spoolBytes = this.spool.bytes;
         attempt = 0;
         // Space freed: a full spool can take batches again.
         if (!this.healthy && this.sealed.length) void this.flush();
       } catch (err) {
         this.stats.exportFailures++;
+        this.opts.observer?.exportFailed(exporter.name);
         const wait = this.opts.backoffMs?.(attempt) ?? Math.min(30_000, 200 * 2 ** attempt) * (0.5 + Math.random() / 2);
         if (attempt === 0) this.opts.log.warn('audit export failed; retrying', { exporter: exporter.name, seq: next, error: (err as Error).message });
         attempt++;
@@ -199,6 +213,23 @@ export class AuditTrail {
     const out: AuditEntry[] = [];
     for (const line of this.recentBatches) out.push(...openBatch<AuditEntry>(JSON.parse(line) as AuditBatch, this.opts.keyring));
     return out.slice(-limit);
+  }
+
+  /** A call was served although it could not be recorded (policy audit.onAuditFailure: allow). */
+  servedWhileUnavailable(): void {
+    this.stats.servedWhileUnavailable++;
+    this.opts.observer?.servedWhileUnavailable();
+  }
+
+  /** Entries recorded but not yet in the spool: the open batch and sealed batches waiting for space. */
+  get buffered(): number {
+    return (this.sealer?.size ?? 0) + this.sealed.reduce((n, b) => n + b.count, 0);
+  }
+
+  /** Age of the oldest entry some exporter has not acknowledged; 0 when everything is delivered. */
+  oldestUnexportedAgeSeconds(nowMs: number): number {
+    const oldest = Math.min(...this.sealed.map((b) => b.first), this.spool.oldestUnacknowledged() ?? Infinity);
+    return Number.isFinite(oldest) ? Math.max(0, (nowMs - oldest) / 1000) : 0;
   }
 
   /** Number of batches not yet acknowledged by every exporter. */

@@ -33,6 +33,9 @@ Options (each also read from the environment variable shown):
   --audit-flush-ms N       batch flush interval [1000]
   --audit-max-batch N      entries per batch [500]
   --audit-drain-ms N       on SIGTERM, how long to keep delivering [10000]
+  --metrics-agent-label    also count calls per agent (agents_chain_agent_requests_total)
+                                                            AGENTS_CHAIN_METRICS_AGENT_LABEL=true
+  --metrics-max-agents N   distinct agents labelled before "_other" [100]
   --admin-public-url URL   the admin listener as operators reach it, for
                            approve/deny links in notifications
                                                             AGENTS_CHAIN_ADMIN_PUBLIC_URL
@@ -58,6 +61,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'audit-flush-ms': { type: 'string' },
     'audit-max-batch': { type: 'string' },
     'audit-drain-ms': { type: 'string' },
+    'metrics-agent-label': { type: 'boolean' },
+    'metrics-max-agents': { type: 'string' },
   }, USAGE);
   if (!args) return 0;
   const env = process.env;
@@ -86,6 +91,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
   }
 
   const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
+  const maxAgents = Number(v['metrics-max-agents'] ?? 100);
+  if (!Number.isSafeInteger(maxAgents) || maxAgents <= 0) throw new UsageError('--metrics-max-agents must be a positive whole number');
+  const perAgent = v['metrics-agent-label'] || env.AGENTS_CHAIN_METRICS_AGENT_LABEL === 'true' ? { maxAgents } : undefined;
   const sidecar = await startSidecar({
     audit,
     policy,
@@ -97,6 +105,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     log,
     adminToken: adminToken || undefined,
     adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
+    metrics: { perAgent },
   });
   const stop = (signal: string): void => {
     log.info('shutting down', { signal });

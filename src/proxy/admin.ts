@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApprovalService, ResolutionError } from '../approvals/service.js';
 import type { AccessRequest } from '../approvals/types.js';
 import type { AuditTrail } from '../audit/trail.js';
+import type { SidecarMetrics } from '../metrics/metrics.js';
 import { redact } from '../audit/redact.js';
 import type { Logger } from '../log.js';
 import { readJsonObject, sendJson } from './respond.js';
@@ -14,6 +15,7 @@ export interface AdminOptions {
   adminToken?: string;
   log: Logger;
   audit?: AuditTrail;
+  metrics?: SidecarMetrics;
 }
 
 const RESOLUTION_STATUS: Record<ResolutionError, number> = {
@@ -39,6 +41,12 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
     if (path === '/healthz' && (method === 'GET' || method === 'HEAD')) return sendJson(res, 200, { status: 'ok' });
     if (path === '/readyz' && (method === 'GET' || method === 'HEAD')) {
       return opts.isReady() ? sendJson(res, 200, { status: 'ready' }) : sendJson(res, 503, { status: 'not_ready' });
+    }
+    if (path === '/metrics' && (method === 'GET' || method === 'HEAD') && opts.metrics) {
+      // Like kubelet probes, Prometheus scrapes without credentials; keep the admin port inside the pod network.
+      const text = await opts.metrics.metrics();
+      res.writeHead(200, { 'content-type': opts.metrics.contentType, 'content-length': Buffer.byteLength(text) });
+      return void res.end(method === 'HEAD' ? undefined : text);
     }
     if (path === '/stats' && method === 'GET') {
       if (expected && !authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });

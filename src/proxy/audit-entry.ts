@@ -6,18 +6,27 @@ import type { Call } from './stages.js';
 
 const ERROR_CODES = new Set(['upstream_unavailable', 'internal_error', 'replay_store_unavailable', 'audit_unavailable', 'client_closed_request']);
 
+/** success, denied or error: a sidecar failure or an app's 5xx is an error, any other refusal a denial. */
+export function resultOf(outcome: { upstreamStatus?: number; denial?: Denial }): AuditEntry['result'] {
+  if (outcome.denial) return ERROR_CODES.has(outcome.denial.code) ? 'error' : 'denied';
+  return (outcome.upstreamStatus ?? 0) >= 500 ? 'error' : 'success';
+}
+
+/** The capability (or sidecar endpoint) a call was routed to; null before routing. */
+export function capabilityName(call: Call): string | null {
+  const route = call.route;
+  return route?.kind === 'capability' ? route.capability.name : route?.kind === 'endpoint' ? route.endpoint : null;
+}
+
 /** The audit entry for one call, from what the pipeline learnt. Pure. */
 export function callEntry(call: Call, outcome: { status: number; upstreamStatus?: number; denial?: Denial; permission?: AuditEntry['permission'] }, nowMs: number): AuditEntry {
-  const route = call.route;
   const agent = call.verified?.agent;
-  const result: AuditEntry['result'] = outcome.denial
-    ? (ERROR_CODES.has(outcome.denial.code) ? 'error' : 'denied')
-    : (outcome.upstreamStatus ?? 0) >= 500 ? 'error' : 'success';
+  const result = resultOf(outcome);
   return {
     id: randomUUID(),
     agentId: agent?.id ?? outcome.denial?.agentId ?? null,
     agentName: agent?.name ?? null,
-    capability: route?.kind === 'capability' ? route.capability.name : route?.kind === 'endpoint' ? route.endpoint : null,
+    capability: capabilityName(call),
     args: argumentsOf(call),
     result,
     ...(outcome.denial ? { denialReason: outcome.denial.code } : {}),

@@ -4,6 +4,7 @@ import { deny, isDenial, statusOf, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
 import { grantKey, type Capability, type Route } from '../policy/types.js';
 import { callEntry } from './audit-entry.js';
+import { callMetrics } from './call-metrics.js';
 import { ClientAbortedError } from './body.js';
 import { serveEndpoint } from './endpoints.js';
 import type { Upstream } from './forward.js';
@@ -45,7 +46,7 @@ export interface PipelineDeps extends Deps {
 }
 
 export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: PipelineDeps): Promise<void> {
-  const call: Call = { req, requestId: randomUUID(), startedAt: deps.now() };
+  const call: Call = { req, requestId: randomUUID(), startedAt: deps.now(), startedHr: performance.now() };
   try {
     const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(STAGES[call.route!.kind], call, deps));
     if (denial) return refuse(call, res, denial, deps);
@@ -56,7 +57,9 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
     }
     const written = await recordBeforeForwarding(call, deps);
     if (written) return refuse(call, res, written, deps);
+    const sent = performance.now();
     const forwarded = await forward(call, res, deps);
+    call.upstreamSeconds = (performance.now() - sent) / 1000;
     if (isDenial(forwarded)) return refuse(call, res, forwarded, deps);
     const permission = call.route!.kind === 'capability' ? 'not_required' : undefined;
     call.outcome = { status: forwarded.status, upstreamStatus: forwarded.status, permission };
@@ -75,6 +78,7 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
     if (deps.audit && call.outcome) {
       deps.audit.record(callEntry(call, call.outcome, deps.now())).catch((err: Error) => deps.log.error('audit record failed', { requestId: call.requestId, error: err.message }));
     }
+    if (deps.metrics && call.outcome) deps.metrics.callFinished(callMetrics(call, call.outcome, performance.now()));
   }
 }
 

@@ -11,7 +11,8 @@ import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
 import { adminHandler } from './admin.js';
 import { Upstream } from './forward.js';
-import { AuditTrail, type AuditTrailOptions } from '../audit/trail.js';
+import { AuditTrail, type AuditObserver, type AuditTrailOptions } from '../audit/trail.js';
+import { SidecarMetrics, type MetricsOptions } from '../metrics/metrics.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { isDenial } from '../errors.js';
 import { upstreamRequestHeaders } from './headers.js';
@@ -43,6 +44,8 @@ export interface SidecarOptions {
   adminPublicUrl?: string;
   /** Where secrets named in the policy (webhook urlEnv/headersEnv) are read from. */
   env?: NodeJS.ProcessEnv;
+  /** Metrics options: per-agent label (opt-in, capped), process metrics. */
+  metrics?: MetricsOptions;
 }
 
 export interface Sidecar {
@@ -62,7 +65,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const log = opts.log ?? createLogger();
   const upstream = new Upstream(opts.upstream);
   const now = opts.now ?? Date.now;
-  const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log }) : undefined;
+  const metrics = new SidecarMetrics(opts.metrics);
+  metrics.policyLoaded(opts.policy.hash, now());
+  const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log, observer: auditObserver(metrics) }) : undefined;
   await audit?.start();
   if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
   const approvals = opts.policy.accessRequests
@@ -73,9 +78,16 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         executor(upstream, opts.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
         log,
         now,
-        (event, r) => void audit?.record(approvalEntry(event, r, now())).catch((err: Error) => log.error('audit record failed', { requestId: r.id, event, error: err.message })),
+        (event, r) => {
+          countApprovalEvent(metrics, event, r, now());
+          void audit?.record(approvalEntry(event, r, now())).catch((err: Error) => log.error('audit record failed', { requestId: r.id, event, error: err.message }));
+        },
       )
     : undefined;
+  metrics.setSources({
+    pendingAccessRequests: approvals ? async () => (await approvals.pending()).length : undefined,
+    audit: audit && (() => ({ buffered: audit.buffered, spoolBytes: audit.stats.spoolBytes, oldestUnexportedAgeSeconds: audit.oldestUnexportedAgeSeconds(now()), available: audit.available })),
+  });
   const deps: PipelineDeps = {
     policy: opts.policy,
     replay: opts.replay ?? new MemoryReplayStore(undefined, now),
@@ -86,6 +98,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     log,
     approvals,
     audit,
+    metrics,
   };
   let ready = false;
 
@@ -103,7 +116,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       : { error: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'parse error'})` });
     socket.end(`HTTP/1.1 ${timeout ? '408 Request Timeout' : '400 Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
-  const admin = createServer(adminHandler({ isReady: () => ready && (audit?.available ?? true), approvals, adminToken: opts.adminToken, log, audit }));
+  const admin = createServer(adminHandler({ isReady: () => ready && (audit?.available ?? true), approvals, adminToken: opts.adminToken, log, audit, metrics }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));
@@ -125,6 +138,20 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       await upstream.close();
     },
   };
+}
+
+function auditObserver(m: SidecarMetrics): AuditObserver {
+  return {
+    recorded: () => m.auditEntries.inc(),
+    exported: (exporter) => m.auditBatchesExported.inc({ exporter }),
+    exportFailed: (exporter) => m.auditExportFailures.inc({ exporter }),
+    servedWhileUnavailable: () => m.auditUnaudited.inc(),
+  };
+}
+
+function countApprovalEvent(m: SidecarMetrics, event: ApprovalEvent, r: AccessRequest, nowMs: number): void {
+  if (event === 'created') m.accessRequestsCreated.inc({ capability: r.capability });
+  else if (event === 'approved' || event === 'denied' || event === 'expired') m.accessRequestResolved(r.capability, event, (nowMs - r.createdAt) / 1000);
 }
 
 /** Runs an approved call exactly as a normal one: same route, identity headers, the planned body. */

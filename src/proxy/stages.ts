@@ -6,6 +6,7 @@ import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type VerifiedToken } from '../
 import { argumentLookup, planArguments, type ArgumentPlan } from '../constraints/arguments.js';
 import { evaluateConstraints } from '../constraints/evaluate.js';
 import type { ApprovalService } from '../approvals/service.js';
+import type { SidecarMetrics } from '../metrics/metrics.js';
 import type { AuditTrail } from '../audit/trail.js';
 import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors.js';
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
@@ -27,6 +28,7 @@ export interface Deps {
   approvals?: ApprovalService;
   /** Present when an audit key is configured. */
   audit?: AuditTrail;
+  metrics?: SidecarMetrics;
 }
 
 /** One call as it moves through the pipeline; each stage fills in its part. */
@@ -34,6 +36,10 @@ export interface Call {
   req: IncomingMessage;
   requestId: string;
   startedAt: number;
+  /** performance.now() at arrival, for sub-millisecond timings. */
+  startedHr: number;
+  /** Seconds spent in the upstream exchange, when the call was forwarded. */
+  upstreamSeconds?: number;
   target?: RequestTarget;
   route?: Route;
   params?: Record<string, string>;
@@ -56,7 +62,7 @@ export type Stage = (call: Call, deps: Deps) => Denial | undefined | Promise<Den
 export const checkAuditAvailable: Stage = (_call, deps) => {
   if (!deps.audit || deps.audit.available) return undefined;
   if (deps.policy.audit.onAuditFailure === 'allow') {
-    deps.audit.stats.servedWhileUnavailable++;
+    deps.audit.servedWhileUnavailable();
     return undefined;
   }
   return deny('audit_unavailable', 'the audit trail cannot record this call right now; retry later');
@@ -90,7 +96,9 @@ export const readToken: Stage = (call, deps) => {
 export const verifyToken: Stage = async (call, deps) => {
   const route = call.route!;
   const audience = route.kind === 'endpoint' ? route.audience : capabilityOf(call);
+  const t0 = performance.now();
   const verified = await verifyAgentToken(call.token!, audience, deps.policy.agents, Math.floor(deps.now() / 1000));
+  deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
   if (isDenial(verified)) return verified;
   call.verified = verified;
   return undefined;

@@ -1,0 +1,135 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Seconds: 100 µs (the sidecar's own work) up to 10 s (a slow app). */
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Seconds a human takes to answer: a second up to the 24 h maximum lifetime of a request. */
+const DECISION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
+
+export type Decision = 'allowed' | 'denied' | 'error';
+export type Resolution = 'approved' | 'denied' | 'expired';
+
+/** What the sidecar reports at scrape time (read, not pushed: gauges of current state). */
+export interface MetricsSources {
+  pendingAccessRequests?: () => Promise<number>;
+  audit?: () => { buffered: number; spoolBytes: number; oldestUnexportedAgeSeconds: number; available: boolean };
+}
+
+export interface MetricsOptions {
+  /** Adds agents_chain_agent_requests_total{agent,...}; agents past the cap are counted as "_other". */
+  perAgent?: { maxAgents: number };
+  /** Default process and Node.js metrics (off in tests that start many sidecars in one process). */
+  processMetrics?: boolean;
+}
+
+/**
+ * The sidecar's Prometheus metrics, on a registry of its own. Every label
+ * value comes from a bounded set: capability names from the policy, the
+ * fixed error codes, constraint fields named in the policy, exporter names.
+ */
+export class SidecarMetrics {
+  readonly registry = new Registry();
+  private readonly agents = new Set<string>();
+  private sources: MetricsSources = {};
+
+  readonly requests: Counter<'capability' | 'decision'>;
+  readonly denials: Counter<'capability' | 'reason'>;
+  readonly violations: Counter<'capability' | 'field'>;
+  readonly overhead: Histogram<'capability'>;
+  readonly upstream: Histogram<'capability'>;
+  readonly tokenVerification: Histogram;
+  readonly replayStoreErrors: Counter;
+  readonly agentRequests?: Counter<'agent' | 'capability' | 'decision'>;
+  readonly accessRequestsCreated: Counter<'capability'>;
+  readonly accessRequestsResolved: Counter<'capability' | 'outcome'>;
+  readonly accessRequestDecision: Histogram<'outcome'>;
+  readonly auditEntries: Counter;
+  readonly auditBatchesExported: Counter<'exporter'>;
+  readonly auditExportFailures: Counter<'exporter'>;
+  readonly auditUnaudited: Counter;
+  readonly policyReloads: Counter<'result'>;
+  readonly policyInfo: Gauge<'hash'>;
+  readonly policyLoadedAt: Gauge;
+
+  constructor(private readonly opts: MetricsOptions = {}) {
+    const r = this.registry;
+    const self = this;
+    this.requests = new Counter({ name: 'agents_chain_requests_total', help: 'Calls by capability and decision (allowed, denied, error).', labelNames: ['capability', 'decision'], registers: [r] });
+    this.denials = new Counter({ name: 'agents_chain_denials_total', help: 'Refused calls by capability and reason (the stable error code).', labelNames: ['capability', 'reason'], registers: [r] });
+    this.violations = new Counter({ name: 'agents_chain_constraint_violations_total', help: 'Constraint violations that refused a call, by capability and constrained field.', labelNames: ['capability', 'field'], registers: [r] });
+    this.overhead = new Histogram({ name: 'agents_chain_overhead_seconds', help: 'Time the sidecar adds to a call: total time minus the upstream exchange.', labelNames: ['capability'], buckets: LATENCY_BUCKETS, registers: [r] });
+    this.upstream = new Histogram({ name: 'agents_chain_upstream_duration_seconds', help: 'Time from forwarding a call to the app until its response was relayed.', labelNames: ['capability'], buckets: LATENCY_BUCKETS, registers: [r] });
+    this.tokenVerification = new Histogram({ name: 'agents_chain_token_verification_seconds', help: 'Time to verify one agent token (steps 1-7: header, claims, Ed25519 signature, lifetime).', buckets: LATENCY_BUCKETS, registers: [r] });
+    this.replayStoreErrors = new Counter({ name: 'agents_chain_replay_store_errors_total', help: 'Calls refused because the replay store could not be asked.', registers: [r] });
+    if (opts.perAgent) {
+      this.agentRequests = new Counter({ name: 'agents_chain_agent_requests_total', help: `Calls by agent (opt-in; agents past the first ${opts.perAgent.maxAgents} are counted as "_other").`, labelNames: ['agent', 'capability', 'decision'], registers: [r] });
+    }
+    this.accessRequestsCreated = new Counter({ name: 'agents_chain_access_requests_created_total', help: 'Access requests (request_permission) created, by capability.', labelNames: ['capability'], registers: [r] });
+    this.accessRequestsResolved = new Counter({ name: 'agents_chain_access_requests_resolved_total', help: 'Access requests resolved, by capability and outcome (approved, denied, expired).', labelNames: ['capability', 'outcome'], registers: [r] });
+    this.accessRequestDecision = new Histogram({ name: 'agents_chain_access_request_decision_seconds', help: 'Time from an access request to its resolution, by outcome.', labelNames: ['outcome'], buckets: DECISION_BUCKETS, registers: [r] });
+    new Gauge({
+      name: 'agents_chain_access_requests_pending', help: 'Access requests waiting for a human.', registers: [r],
+      async collect() { this.set(self.sources.pendingAccessRequests ? await self.sources.pendingAccessRequests() : 0); },
+    });
+    this.auditEntries = new Counter({ name: 'agents_chain_audit_entries_total', help: 'Audit entries recorded.', registers: [r] });
+    this.auditBatchesExported = new Counter({ name: 'agents_chain_audit_batches_exported_total', help: 'Audit batches acknowledged, by exporter.', labelNames: ['exporter'], registers: [r] });
+    this.auditExportFailures = new Counter({ name: 'agents_chain_audit_export_failures_total', help: 'Failed audit export attempts (each is retried), by exporter.', labelNames: ['exporter'], registers: [r] });
+    this.auditUnaudited = new Counter({ name: 'agents_chain_audit_unaudited_calls_total', help: 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).', registers: [r] });
+    const audit = () => self.sources.audit?.();
+    new Gauge({ name: 'agents_chain_audit_entries_buffered', help: 'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).', registers: [r], collect() { this.set(audit()?.buffered ?? 0); } });
+    new Gauge({ name: 'agents_chain_audit_spool_bytes', help: 'Bytes of sealed batches not yet acknowledged by every exporter.', registers: [r], collect() { this.set(audit()?.spoolBytes ?? 0); } });
+    new Gauge({ name: 'agents_chain_audit_oldest_unexported_age_seconds', help: 'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).', registers: [r], collect() { this.set(audit()?.oldestUnexportedAgeSeconds ?? 0); } });
+    new Gauge({ name: 'agents_chain_audit_available', help: '1 when the audit trail can take entries, 0 when the spool is full or failing (calls are then refused).', registers: [r], collect() { this.set(audit() ? Number(audit()!.available) : 1); } });
+    this.policyReloads = new Counter({ name: 'agents_chain_policy_reloads_total', help: 'Policy reloads by result (success, failure).', labelNames: ['result'], registers: [r] });
+    this.policyInfo = new Gauge({ name: 'agents_chain_policy_info', help: 'The active policy: 1, labelled with its SHA-256.', labelNames: ['hash'], registers: [r] });
+    this.policyLoadedAt = new Gauge({ name: 'agents_chain_policy_loaded_timestamp_seconds', help: 'When the active policy was loaded (Unix seconds).', registers: [r] });
+    // Both results exist from the start, so rate() and absent-series alerts behave.
+    this.policyReloads.inc({ result: 'success' }, 0);
+    this.policyReloads.inc({ result: 'failure' }, 0);
+    this.replayStoreErrors.inc(0);
+    this.auditEntries.inc(0);
+    this.auditUnaudited.inc(0);
+    if (opts.processMetrics !== false) collectDefaultMetrics({ register: r });
+  }
+
+  /** Where scrape-time gauges read from; set once the parts exist. */
+  setSources(sources: MetricsSources): void {
+    this.sources = { ...this.sources, ...sources };
+  }
+
+  policyLoaded(hash: string, nowMs: number): void {
+    this.policyInfo.reset();
+    this.policyInfo.set({ hash }, 1);
+    this.policyLoadedAt.set(nowMs / 1000);
+  }
+
+  /** One finished call: its decision, why it was refused, and where the time went. */
+  callFinished(c: { capability: string; decision: Decision; reason?: string; violatedFields?: readonly string[]; agentId?: string; totalSeconds?: number; upstreamSeconds?: number }): void {
+    this.requests.inc({ capability: c.capability, decision: c.decision });
+    if (c.reason) this.denials.inc({ capability: c.capability, reason: c.reason });
+    if (c.reason === 'replay_store_unavailable') this.replayStoreErrors.inc();
+    for (const field of new Set(c.violatedFields)) this.violations.inc({ capability: c.capability, field });
+    if (c.upstreamSeconds !== undefined) this.upstream.observe({ capability: c.capability }, c.upstreamSeconds);
+    if (c.totalSeconds !== undefined) this.overhead.observe({ capability: c.capability }, Math.max(0, c.totalSeconds - (c.upstreamSeconds ?? 0)));
+    if (this.agentRequests && c.agentId) this.agentRequests.inc({ agent: this.agentLabel(c.agentId), capability: c.capability, decision: c.decision });
+  }
+
+  accessRequestResolved(capability: string, outcome: Resolution, seconds: number): void {
+    this.accessRequestsResolved.inc({ capability, outcome });
+    this.accessRequestDecision.observe({ outcome }, seconds);
+  }
+
+  metrics(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  private agentLabel(id: string): string {
+    if (this.agents.has(id)) return id;
+    if (this.agents.size >= this.opts.perAgent!.maxAgents) return '_other';
+    this.agents.add(id);
+    return id;
+  }
+}

@@ -1,0 +1,26 @@
+import type { Denial } from '../errors.js';
+import type { Decision } from '../metrics/metrics.js';
+import { capabilityName, resultOf } from './audit-entry.js';
+import type { Call } from './stages.js';
+
+const DECISION = { success: 'allowed', denied: 'denied', error: 'error' } as const satisfies Record<string, Decision>;
+
+/**
+ * What the metrics learn from one finished call. Pure. Labels stay bounded:
+ * the capability is a policy name ("(none)" before routing, "(public)" for
+ * public routes), the agent only a verified one. Sidecar endpoints that wait
+ * for a human are counted but not timed (their wait is not overhead).
+ */
+export function callMetrics(call: Call, outcome: { upstreamStatus?: number; denial?: Denial }, nowHr: number) {
+  const kind = call.route?.kind;
+  const denial = outcome.denial;
+  return {
+    capability: kind === 'public' ? '(public)' : capabilityName(call) ?? '(none)',
+    decision: DECISION[resultOf(outcome)],
+    reason: denial?.code,
+    violatedFields: denial?.code === 'constraint_violated' ? call.violations?.map((v) => v.field) : undefined,
+    agentId: call.verified?.agent.id,
+    totalSeconds: kind === 'endpoint' ? undefined : (nowHr - call.startedHr) / 1000,
+    upstreamSeconds: call.upstreamSeconds,
+  };
+}
