@@ -9,7 +9,8 @@ import type { Logger } from '../log.js';
 import { readJsonObject, sendJson } from './respond.js';
 
 export interface AdminOptions {
-  isReady: () => boolean;
+  /** Each readiness check by name: true when it passes. */
+  readiness: () => Record<string, boolean>;
   approvals?: ApprovalService;
   /** Bearer token for everything but the probes; without one the approvals API is closed. */
   adminToken?: string;
@@ -40,7 +41,10 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
     const method = req.method ?? '';
     if (path === '/healthz' && (method === 'GET' || method === 'HEAD')) return sendJson(res, 200, { status: 'ok' });
     if (path === '/readyz' && (method === 'GET' || method === 'HEAD')) {
-      return opts.isReady() ? sendJson(res, 200, { status: 'ready' }) : sendJson(res, 503, { status: 'not_ready' });
+      const checks = opts.readiness();
+      const ready = Object.values(checks).every(Boolean);
+      const named = Object.fromEntries(Object.entries(checks).map(([k, ok]) => [k, ok ? 'ok' : 'failing']));
+      return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', checks: named });
     }
     if (path === '/metrics' && (method === 'GET' || method === 'HEAD') && opts.metrics) {
       // Like kubelet probes, Prometheus scrapes without credentials; keep the admin port inside the pod network.

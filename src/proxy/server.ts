@@ -116,7 +116,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       : { error: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'parse error'})` });
     socket.end(`HTTP/1.1 ${timeout ? '408 Request Timeout' : '400 Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
-  const admin = createServer(adminHandler({ isReady: () => ready && (audit?.available ?? true), approvals, adminToken: opts.adminToken, log, audit, metrics }));
+  // Readiness: the policy was loaded (startup refuses otherwise), both listeners are up, the audit spool takes entries.
+  const readiness = () => ({ policy: true, listeners: ready, ...(audit ? { auditSpool: audit.available } : {}) });
+  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, log, audit, metrics }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));

@@ -95,6 +95,10 @@ describe('a full spool fails closed', () => {
       const forwarded = env.app.requests.length;
       expect(forwarded).toBe(statuses.filter((s) => s === 200).length);
       expect((await readdir(spoolDir)).some((f) => f.endsWith('.batch'))).toBe(true);
+      const ready = await fetch(`${env.sidecar.adminUrl}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toEqual({ status: 'not_ready', checks: { policy: 'ok', listeners: 'ok', auditSpool: 'failing' } });
+      expect(await (await fetch(`${env.sidecar.adminUrl}/metrics`)).text()).toMatch(/^agents_chain_audit_available 0$/m);
 
       await collector.restart();
       await until(async () => (await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status === 200);

@@ -138,6 +138,6 @@ describe('forwarding', () => {
     expect(await health.body.json()).toEqual({ status: 'ok' });
     const ready = await request(`${env.sidecar.adminUrl}/readyz`);
     expect(ready.statusCode).toBe(200);
-    await ready.body.text();
+    expect(await ready.body.json()).toEqual({ status: 'ready', checks: { policy: 'ok', listeners: 'ok' } });
   });
 });

@@ -1,0 +1,141 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEnv, type Env } from '../support/fixture.js';
+import { invoice, send } from '../support/http.js';
+import { sample, scrape } from '../support/prom.js';
+import { until } from '../support/until.js';
+
+describe('metrics after a mix of allowed, denied and erroring calls', () => {
+  let env: Env;
+  beforeAll(async () => {
+    env = await startEnv();
+    env.app.handler = (r, res) => {
+      const failing = r.url.startsWith('/invoices/inv-broken');
+      res.writeHead(failing ? 500 : 200, { 'content-type': 'application/json' });
+      res.end(failing ? '{"error":"boom"}' : '{"ok":true}');
+    };
+  });
+  afterAll(() => env.close());
+
+  it('counts each call once, by capability and decision, and says why the denied ones were refused', async () => {
+    const sign = (cap: string) => env.bot.signer.sign(cap);
+    for (let i = 0; i < 3; i++) expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
+    expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000 }) })).status).toBe(403);
+    expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
+    expect((await send(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
+    expect((await send(env, { path: '/nowhere' })).status).toBe(404);
+    expect((await send(env, { path: '/invoices/inv-broken', token: await sign('getInvoice') })).status).toBe(500);
+    expect((await send(env, { path: '/healthz' })).status).toBe(200);
+
+    const { samples: s, contentType } = await scrape(env.sidecar.adminUrl);
+    expect(contentType).toMatch(/^text\/plain; version=0\.0\.4/);
+    const req = (capability: string, decision: string) => sample(s, 'agents_chain_requests_total', { capability, decision });
+    expect(req('createInvoice', 'allowed')).toBe(3);
+    expect(req('createInvoice', 'denied')).toBe(3);
+    expect(req('getInvoice', 'error')).toBe(1); // the app's 500
+    expect(req('(none)', 'denied')).toBe(1);
+    expect(req('(public)', 'allowed')).toBe(1);
+    const denials = (capability: string, reason: string) => sample(s, 'agents_chain_denials_total', { capability, reason });
+    expect(denials('createInvoice', 'constraint_violated')).toBe(2);
+    expect(denials('createInvoice', 'token_missing')).toBe(1);
+    expect(denials('(none)', 'unknown_route')).toBe(1);
+    expect(sample(s, 'agents_chain_constraint_violations_total', { capability: 'createInvoice', field: 'amount' })).toBe(2);
+    expect(sample(s, 'agents_chain_constraint_violations_total', { capability: 'createInvoice', field: 'currency' })).toBe(1);
+    // Timed: every call the sidecar answered; upstream only for those the app saw.
+    expect(sample(s, 'agents_chain_overhead_seconds_count', { capability: 'createInvoice' })).toBe(6);
+    expect(sample(s, 'agents_chain_upstream_duration_seconds_count', { capability: 'createInvoice' })).toBe(3);
+    expect(sample(s, 'agents_chain_upstream_duration_seconds_count', { capability: 'getInvoice' })).toBe(1);
+    expect(sample(s, 'agents_chain_overhead_seconds_bucket', { capability: 'createInvoice', le: '+Inf' })).toBe(6);
+    expect(sample(s, 'agents_chain_token_verification_seconds_count')).toBe(6); // the call without a token never got there
+    expect(sample(s, 'agents_chain_replay_store_errors_total')).toBe(0);
+    const info = [...s].filter(([k]) => k.startsWith('agents_chain_policy_info{'));
+    expect(info).toEqual([[expect.stringMatching(/^agents_chain_policy_info\{hash="[0-9a-f]{64}"\}$/), 1]]);
+    expect(sample(s, 'agents_chain_policy_reloads_total', { result: 'failure' })).toBe(0);
+    expect(s.has('process_cpu_user_seconds_total{}')).toBe(true);
+    // No per-agent series unless asked for.
+    expect([...s.keys()].some((k) => k.startsWith('agents_chain_agent_requests_total'))).toBe(false);
+  });
+});
+
+describe('per-agent label', () => {
+  it('is opt-in and capped: agents past the cap are counted as _other', async () => {
+    const env = await startEnv({ metrics: { perAgent: { maxAgents: 1 }, processMetrics: false } });
+    try {
+      expect((await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status).toBe(200);
+      expect((await send(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') })).status).toBe(403);
+      const { samples: s } = await scrape(env.sidecar.adminUrl);
+      expect(sample(s, 'agents_chain_agent_requests_total', { agent: env.bot.id, capability: 'getInvoice', decision: 'allowed' })).toBe(1);
+      expect(sample(s, 'agents_chain_agent_requests_total', { agent: '_other', capability: 'getInvoice', decision: 'denied' })).toBe(1);
+      expect(sample(s, 'agents_chain_agent_requests_total', { agent: env.other.id, capability: 'getInvoice', decision: 'denied' })).toBe(0);
+    } finally {
+      await env.close();
+    }
+  });
+});
+
+describe('access request metrics', () => {
+  it('count created, pending and resolved requests and time the decision', async () => {
+    const { startApprovalEnv } = await import('../support/approvals.js');
+    const env = await startApprovalEnv();
+    try {
+      const ask = async () => {
+        const r = await fetch(`${env.sidecar.url}/agent/request-permission`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json', prefer: 'respond-async' },
+          body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'metrics test' }),
+        });
+        return ((await r.json()) as { requestId: string }).requestId;
+      };
+      const first = await ask();
+      const firstNote = await env.inbox.nextRequest();
+      await ask();
+      await env.inbox.nextRequest();
+      let { samples: s } = await scrape(env.sidecar.adminUrl);
+      expect(sample(s, 'agents_chain_access_requests_created_total', { capability: 'send_sms' })).toBe(2);
+      expect(sample(s, 'agents_chain_access_requests_pending')).toBe(2);
+      expect((await env.admin('POST', `/approvals/${first}/deny`, { code: firstNote.code, reason: 'no' })).status).toBe(200);
+      await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_access_requests_pending') === 1);
+      ({ samples: s } = await scrape(env.sidecar.adminUrl));
+      expect(sample(s, 'agents_chain_access_requests_resolved_total', { capability: 'send_sms', outcome: 'denied' })).toBe(1);
+      expect(sample(s, 'agents_chain_access_request_decision_seconds_count', { outcome: 'denied' })).toBe(1);
+    } finally {
+      await env.close();
+    }
+  });
+});
+
+describe('audit delivery metrics', () => {
+  it('show failures and a growing lag while the collector fails, and the lag gone once it recovers', async () => {
+    const { randomBytes } = await import('node:crypto');
+    const { parseKeyring } = await import('../../src/audit/crypto.js');
+    const { HttpAuditExporter } = await import('../../src/audit/exporters.js');
+    const { startCollector } = await import('../support/collector.js');
+    const collector = await startCollector();
+    collector.mode = 'fail';
+    const exporter = new HttpAuditExporter(collector.url, undefined, 300);
+    const env = await startEnv({
+      audit: { keyring: parseKeyring(randomBytes(32).toString('base64')), exporters: [exporter], flushIntervalMs: 20, backoffMs: () => 20 },
+      metrics: { processMetrics: false },
+    });
+    try {
+      for (let i = 0; i < 3; i++) await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+      await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_audit_export_failures_total', { exporter: exporter.name }) >= 2);
+      await new Promise((r) => setTimeout(r, 50));
+      let { samples: s } = await scrape(env.sidecar.adminUrl);
+      expect(sample(s, 'agents_chain_audit_entries_total')).toBe(3);
+      expect(sample(s, 'agents_chain_audit_spool_bytes')).toBeGreaterThan(0);
+      expect(sample(s, 'agents_chain_audit_oldest_unexported_age_seconds')).toBeGreaterThan(0.04);
+      expect(sample(s, 'agents_chain_audit_batches_exported_total', { exporter: exporter.name })).toBe(0);
+      expect(sample(s, 'agents_chain_audit_available')).toBe(1);
+
+      collector.mode = 'ok';
+      await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_audit_spool_bytes') === 0);
+      ({ samples: s } = await scrape(env.sidecar.adminUrl));
+      expect(sample(s, 'agents_chain_audit_batches_exported_total', { exporter: exporter.name })).toBeGreaterThan(0);
+      expect(sample(s, 'agents_chain_audit_oldest_unexported_age_seconds')).toBe(0);
+      expect(sample(s, 'agents_chain_audit_entries_buffered')).toBe(0);
+    } finally {
+      await env.close();
+      await collector.close();
+    }
+  });
+});
