@@ -49,6 +49,7 @@ export class SidecarMetrics {
   readonly policyReloads: Counter<'result'>;
   readonly policyInfo: Gauge<'hash'>;
   readonly policyLoadedAt: Gauge;
+  readonly policyReloadOk: Gauge;
 
   constructor(private readonly opts: MetricsOptions = {}) {
     const r = this.registry;
@@ -82,13 +83,19 @@ export class SidecarMetrics {
     this.policyReloads = new Counter({ name: 'agents_chain_policy_reloads_total', help: 'Policy reloads by result (success, failure).', labelNames: ['result'], registers: [r] });
     this.policyInfo = new Gauge({ name: 'agents_chain_policy_info', help: 'The active policy: 1, labelled with its SHA-256.', labelNames: ['hash'], registers: [r] });
     this.policyLoadedAt = new Gauge({ name: 'agents_chain_policy_loaded_timestamp_seconds', help: 'When the active policy was loaded (Unix seconds).', registers: [r] });
+    this.policyReloadOk = new Gauge({ name: 'agents_chain_policy_last_reload_successful', help: '1 when the last policy (re)load succeeded, 0 when it failed and the previous policy is still active.', registers: [r] });
+    this.policyReloadOk.set(1);
     // Both results exist from the start, so rate() and absent-series alerts behave.
     this.policyReloads.inc({ result: 'success' }, 0);
     this.policyReloads.inc({ result: 'failure' }, 0);
     this.replayStoreErrors.inc(0);
     this.auditEntries.inc(0);
     this.auditUnaudited.inc(0);
-    if (opts.processMetrics !== false) collectDefaultMetrics({ register: r });
+    if (opts.processMetrics !== false) {
+      collectDefaultMetrics({ register: r });
+      // Gauges named like counters (promtool check metrics flags them); the per-type gauges without _total stay.
+      for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) r.removeSingleMetric(name);
+    }
   }
 
   /** Where scrape-time gauges read from; set once the parts exist. */
@@ -100,6 +107,13 @@ export class SidecarMetrics {
     this.policyInfo.reset();
     this.policyInfo.set({ hash }, 1);
     this.policyLoadedAt.set(nowMs / 1000);
+  }
+
+  /** A reload attempt: a failed one keeps the previous policy active (and says so until the next success). */
+  policyReloaded(result: { ok: true; hash: string; nowMs: number } | { ok: false }): void {
+    this.policyReloads.inc({ result: result.ok ? 'success' : 'failure' });
+    this.policyReloadOk.set(result.ok ? 1 : 0);
+    if (result.ok) this.policyLoaded(result.hash, result.nowMs);
   }
 
   /** One finished call: its decision, why it was refused, and where the time went. */
