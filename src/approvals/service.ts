@@ -42,6 +42,7 @@ export class ApprovalService {
   private readonly events = new EventEmitter();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly wrongCodes = new Map<string, number[]>();
+  private readonly unsubscribe?: () => void;
 
   constructor(
     private readonly store: AccessRequestStore,
@@ -53,10 +54,13 @@ export class ApprovalService {
     private readonly onEvent: (event: ApprovalEvent, request: AccessRequest) => void = () => {},
   ) {
     this.events.setMaxListeners(0);
+    // Another replica resolved or executed a request: wake whoever waits for it here.
+    this.unsubscribe = store.onChange?.((id) => this.events.emit(id));
   }
 
+
   async create(input: NewAccessRequest): Promise<AccessRequest | 'limit'> {
-    if ((await this.store.pending()).length >= this.settings.maxPending) return 'limit';
+    if ((await this.pending()).length >= this.settings.maxPending) return 'limit';
     const code = newApprovalCode();
     const createdAt = this.now();
     const request: AccessRequest = {
@@ -78,8 +82,12 @@ export class ApprovalService {
     return this.store.get(id);
   }
 
-  pending(): Promise<AccessRequest[]> {
-    return this.store.pending();
+  /** Pending requests. One whose creator died before its expiry timer fired is expired here instead. */
+  async pending(): Promise<AccessRequest[]> {
+    const now = this.now();
+    const all = await this.store.pending();
+    for (const r of all) if (r.expiresAt <= now) await this.expire(r);
+    return all.filter((r) => r.expiresAt > now);
   }
 
   /** Resolves when the request is final: denied, expired, or approved and executed. */
@@ -161,6 +169,7 @@ export class ApprovalService {
   close(): void {
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
+    this.unsubscribe?.();
   }
 
   private async checkCode(id: string, code: unknown): Promise<AccessRequest | ResolutionError> {

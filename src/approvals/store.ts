@@ -15,6 +15,8 @@ export interface AccessRequestStore {
   addValueApproval(approval: ValueApproval): Promise<void>;
   valueApprovals(nowMs: number): Promise<ValueApproval[]>;
   deleteValueApproval(id: string): Promise<boolean>;
+  /** For shared stores: called with a request id whenever another process changes it. */
+  onChange?(listener: (id: string) => void): () => void;
 }
 
 export class MemoryAccessRequestStore implements AccessRequestStore {

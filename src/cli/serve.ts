@@ -5,6 +5,7 @@ import { isLogLevel, createLogger } from '../log.js';
 import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile } from '../policy/load.js';
 import { DEFAULT_MAX_BODY_BYTES, startSidecar } from '../proxy/server.js';
+import type { RedisSettings } from '../redis/connect.js';
 import { parseCommand, required, UsageError } from './args.js';
 
 const USAGE = `Usage: agents-chain serve --policy FILE --upstream URL [options]
@@ -33,6 +34,17 @@ Options (each also read from the environment variable shown):
   --audit-flush-ms N       batch flush interval [1000]
   --audit-max-batch N      entries per batch [500]
   --audit-drain-ms N       on SIGTERM, how long to keep delivering [10000]
+  --redis URL              shared state for replicas (replay window, access requests):
+                           redis://[user:pass@]host:port[/db] or rediss:// (TLS)
+                                                            AGENTS_CHAIN_REDIS_URL
+  --redis-password-file FILE                                AGENTS_CHAIN_REDIS_PASSWORD (the password)
+  --redis-sentinels H:P,...  Sentinels instead of --redis, with --redis-sentinel-name NAME [mymaster]
+                                                            AGENTS_CHAIN_REDIS_SENTINELS
+  --redis-cluster H:P,...  Redis Cluster seed nodes instead of --redis
+                                                            AGENTS_CHAIN_REDIS_CLUSTER
+  --redis-prefix P         key prefix [agents-chain:{<provider name>}:]
+                                                            AGENTS_CHAIN_REDIS_PREFIX
+  --redis-timeout-ms N     command timeout; slower answers refuse the call [250]
   --metrics-agent-label    also count calls per agent (agents_chain_agent_requests_total)
                                                             AGENTS_CHAIN_METRICS_AGENT_LABEL=true
   --metrics-max-agents N   distinct agents labelled before "_other" [100]
@@ -62,6 +74,13 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'audit-max-batch': { type: 'string' },
     'audit-drain-ms': { type: 'string' },
     'metrics-agent-label': { type: 'boolean' },
+    redis: { type: 'string' },
+    'redis-password-file': { type: 'string' },
+    'redis-sentinels': { type: 'string' },
+    'redis-sentinel-name': { type: 'string' },
+    'redis-cluster': { type: 'string' },
+    'redis-prefix': { type: 'string' },
+    'redis-timeout-ms': { type: 'string' },
     'metrics-max-agents': { type: 'string' },
   }, USAGE);
   if (!args) return 0;
@@ -106,6 +125,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     adminToken: adminToken || undefined,
     adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
     metrics: { perAgent },
+    redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
   });
   const stop = (signal: string): void => {
     log.info('shutting down', { signal });
@@ -140,5 +160,36 @@ async function auditOptions(v: Record<string, string | string[] | boolean | unde
     maxBatch: num('audit-max-batch'),
     drainMs: num('audit-drain-ms'),
     durability: durability as 'batched' | 'strict',
+  };
+}
+
+function hostPorts(text: string, flag: string): { host: string; port: number }[] {
+  return text.split(',').map((t) => t.trim()).filter(Boolean).map((t) => {
+    const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(t);
+    if (!m) throw new UsageError(`${flag} takes HOST:PORT[,HOST:PORT...], got "${t}"`);
+    return { host: m[1] ?? m[2]!, port: Number(m[3]) };
+  });
+}
+
+async function redisOptions(v: Record<string, string | undefined>, env: NodeJS.ProcessEnv, service: string): Promise<RedisSettings | undefined> {
+  const url = v.redis ?? env.AGENTS_CHAIN_REDIS_URL;
+  const sentinels = v['redis-sentinels'] ?? env.AGENTS_CHAIN_REDIS_SENTINELS;
+  const cluster = v['redis-cluster'] ?? env.AGENTS_CHAIN_REDIS_CLUSTER;
+  if ([url, sentinels, cluster].filter(Boolean).length > 1) throw new UsageError('give one of --redis, --redis-sentinels, --redis-cluster');
+  if (!url && !sentinels && !cluster) return undefined;
+  if (url && !/^rediss?:\/\//.test(url)) throw new UsageError(`--redis must be a redis:// or rediss:// URL, got "${url}"`);
+  const passwordFile = v['redis-password-file'];
+  const password = passwordFile ? (await readFile(passwordFile, 'utf8')).trim() : env.AGENTS_CHAIN_REDIS_PASSWORD;
+  const timeout = Number(v['redis-timeout-ms'] ?? 250);
+  if (!Number.isSafeInteger(timeout) || timeout <= 0) throw new UsageError('--redis-timeout-ms must be a positive whole number');
+  return {
+    url,
+    sentinels: sentinels ? hostPorts(sentinels, '--redis-sentinels') : undefined,
+    sentinelName: v['redis-sentinel-name'] ?? env.AGENTS_CHAIN_REDIS_SENTINEL_NAME,
+    cluster: cluster ? hostPorts(cluster, '--redis-cluster') : undefined,
+    password: password || undefined,
+    // The {hash tag} keeps one service's keys in one Cluster slot, so its multi-key commands work there.
+    prefix: v['redis-prefix'] ?? env.AGENTS_CHAIN_REDIS_PREFIX ?? `agents-chain:{${service}}:`,
+    commandTimeoutMs: timeout,
   };
 }

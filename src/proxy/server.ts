@@ -7,6 +7,9 @@ import type { AuditEntry } from '../audit/entry.js';
 import { randomUUID } from 'node:crypto';
 import { MemoryAccessRequestStore, type AccessRequestStore } from '../approvals/store.js';
 import { MemoryReplayStore, type ReplayStore } from '../auth/replay.js';
+import { RedisReplayStore } from '../auth/replay-redis.js';
+import { RedisAccessRequestStore } from '../approvals/store-redis.js';
+import { connectRedis, redisReady, type RedisSettings } from '../redis/connect.js';
 import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
 import { adminHandler } from './admin.js';
@@ -46,6 +49,8 @@ export interface SidecarOptions {
   env?: NodeJS.ProcessEnv;
   /** Metrics options: per-agent label (opt-in, capped), process metrics. */
   metrics?: MetricsOptions;
+  /** Shared state for replicas: the replay window and access requests live in Redis. */
+  redis?: RedisSettings;
 }
 
 export interface Sidecar {
@@ -66,13 +71,14 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const upstream = new Upstream(opts.upstream);
   const now = opts.now ?? Date.now;
   const metrics = new SidecarMetrics(opts.metrics);
+  const shared = opts.redis ? sharedStores(opts.redis, log) : undefined;
   metrics.policyLoaded(opts.policy.hash, now());
   const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log, observer: auditObserver(metrics) }) : undefined;
   await audit?.start();
   if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
   const approvals = opts.policy.accessRequests
     ? new ApprovalService(
-        opts.accessRequestStore ?? new MemoryAccessRequestStore(),
+        opts.accessRequestStore ?? shared?.accessRequests ?? new MemoryAccessRequestStore(),
         opts.policy.accessRequests,
         opts.notifier ?? webhookFrom(opts, log),
         executor(upstream, opts.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
@@ -90,7 +96,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
   const deps: PipelineDeps = {
     policy: opts.policy,
-    replay: opts.replay ?? new MemoryReplayStore(undefined, now),
+    replay: opts.replay ?? shared?.replay ?? new MemoryReplayStore(undefined, now),
     tokenHeader: opts.tokenHeader ?? 'authorization',
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     now,
@@ -117,7 +123,11 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     socket.end(`HTTP/1.1 ${timeout ? '408 Request Timeout' : '400 Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
   // Readiness: the policy was loaded (startup refuses otherwise), both listeners are up, the audit spool takes entries.
-  const readiness = () => ({ policy: true, listeners: ready, ...(audit ? { auditSpool: audit.available } : {}) });
+  const readiness = () => ({
+    policy: true, listeners: ready,
+    ...(audit ? { auditSpool: audit.available } : {}),
+    ...(shared ? { redis: redisReady(shared.client) } : {}),
+  });
   const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, log, audit, metrics }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
@@ -138,6 +148,22 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       // In-flight calls are done: flush and deliver what we can; the rest stays in the spool.
       await audit?.drain(opts.audit?.drainMs ?? 10_000);
       await upstream.close();
+      await shared?.close();
+    },
+  };
+}
+
+/** One command connection (auto-pipelined) and one subscriber, shared by the Redis-backed stores. */
+function sharedStores(settings: RedisSettings, log: Logger) {
+  const client = connectRedis(settings, log);
+  const subscriber = connectRedis(settings, log, 'subscriber');
+  return {
+    client,
+    replay: new RedisReplayStore(client, settings.prefix),
+    accessRequests: new RedisAccessRequestStore(client, subscriber, settings.prefix),
+    async close() {
+      client.disconnect();
+      subscriber.disconnect();
     },
   };
 }

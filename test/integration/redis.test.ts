@@ -1,0 +1,216 @@
+import { readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { createAgentSigner } from '../../src/identity/client.js';
+import { createLogger } from '../../src/log.js';
+import { loadPolicyText } from '../../src/policy/load.js';
+import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
+import { ADMIN_TOKEN, smsPolicy, startInbox, type Inbox } from '../support/approvals.js';
+import { ROOT, requireBuild, startCli } from '../support/cli.js';
+import { testAgent, type TestAgent } from '../support/fixture.js';
+import { startRecorder, type Recorder } from '../support/recorder.js';
+import { disposableRedis, REDIS_URL, testPrefix } from '../support/redis.js';
+import { until } from '../support/until.js';
+
+async function get(url: string, token: string): Promise<{ status: number; json: any }> {
+  const r = await request(url, { headers: { authorization: `Bearer ${token}` } });
+  const text = await r.body.text();
+  return { status: r.statusCode, json: text ? JSON.parse(text) : undefined };
+}
+
+describe('two sidecar processes sharing Redis', () => {
+  let app: Recorder;
+  beforeAll(async () => { requireBuild(); app = await startRecorder(); });
+  afterAll(() => app.close());
+
+  it('a token used on replica A is rejected on replica B', async () => {
+    const prefix = testPrefix('replay');
+    const serve = () => startCli([
+      'serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
+      '--redis', REDIS_URL, '--redis-prefix', prefix,
+    ], /sidecar listening/);
+    const [a, b] = await Promise.all([serve(), serve()]);
+    try {
+      const urlA = JSON.parse(a.line).listen as string;
+      const urlB = JSON.parse(b.line).listen as string;
+      const jwk = JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8'));
+      const signer = await createAgentSigner(jwk, 'agent-billing-bot');
+      const token = await signer.sign('getInvoice');
+      const before = app.requests.length;
+      expect((await get(`${urlA}/invoices/inv-1`, token)).status).toBe(200);
+      const replay = await get(`${urlB}/invoices/inv-1`, token);
+      expect(replay).toMatchObject({ status: 401, json: { error: 'token_replayed' } });
+      expect(app.requests.length).toBe(before + 1);
+      // Readiness names the Redis check.
+      const ready = await (await fetch(`${JSON.parse(b.line).admin}/readyz`)).json();
+      expect(ready).toMatchObject({ status: 'ready', checks: { redis: 'ok' } });
+    } finally {
+      a.child.kill('SIGTERM');
+      b.child.kill('SIGTERM');
+    }
+  });
+});
+
+/** Two replicas in this process, each with its own Redis connections: the approval flow across them. */
+describe('access requests shared through Redis', () => {
+  let app: Recorder;
+  let inbox: Inbox;
+  let bot: TestAgent;
+  let a: Sidecar;
+  let b: Sidecar;
+
+  beforeAll(async () => {
+    app = await startRecorder();
+    app.handler = (r, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ sent: true, path: r.url, permission: r.headers['agent-permission'] ?? null }));
+    };
+    inbox = await startInbox();
+    bot = await testAgent('sms-bot-0');
+    const policy = await loadPolicyText(smsPolicy([bot], { webhookUrl: inbox.url, ttl: '1m' }), 'sms.yaml');
+    const prefix = testPrefix('approvals');
+    const start = () => startSidecar({
+      policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN_TOKEN,
+      log: createLogger(process.env.DEBUG_SIDECAR ? 'debug' : 'error', process.env.DEBUG_SIDECAR ? (l) => process.stderr.write(l) : () => {}), redis: { url: REDIS_URL, prefix }, metrics: { processMetrics: false },
+    });
+    [a, b] = await Promise.all([start(), start()]);
+    for (const s of [a, b]) await until(async () => (await fetch(`${s.adminUrl}/readyz`)).status === 200);
+  });
+  afterAll(async () => { await a.close(); await b.close(); await app.close(); await inbox.close(); });
+
+  const admin = async (s: Sidecar, path: string, body: unknown) => {
+    const r = await request(`${s.adminUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: r.statusCode, json: await r.body.json() as any };
+  };
+  const ask = async (s: Sidecar, to: string, wait: boolean) => request(`${s.url}/agent/request-permission`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${await bot.signer.sign('request_permission')}`, 'content-type': 'application/json', ...(wait ? {} : { prefer: 'respond-async' }) },
+    body: JSON.stringify({ capability: 'send_sms', args: { to, body: 'hello' }, reason: 'customer asked' }),
+  });
+
+  it('an approval given through replica A releases the agent waiting on replica B', async () => {
+    const waiting = ask(b, '+15550001', true); // B holds the agent's open connection
+    const note = await inbox.nextRequest();
+    const approved = await admin(a, `/approvals/${note.requestId}/approve`, { code: note.code });
+    expect(approved.status).toBe(200);
+    const answer = await waiting;
+    expect(answer.statusCode).toBe(200);
+    expect(await answer.body.json()).toMatchObject({ permission: 'approved', result: { sent: true, permission: 'approved' } });
+  });
+
+  it('two concurrent approvals on two replicas resolve the request once', async () => {
+    const asked = await ask(a, '+15550002', false);
+    await asked.body.json();
+    const note = await inbox.nextRequest();
+    const before = app.requests.length;
+    const results = await Promise.all([
+      admin(a, `/approvals/${note.requestId}/approve`, { code: note.code }),
+      admin(b, `/approvals/${note.requestId}/approve`, { code: note.code }),
+    ]);
+    expect(results.map((r) => r.status).sort()).toEqual([200, 409]);
+    await until(() => app.requests.length > before);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(app.requests.length).toBe(before + 1); // executed once
+  });
+
+  it('a scope=value approval on replica A lets the same value through replica B', async () => {
+    const to = '+15550003';
+    const send = (s: Sidecar) => async () => request(`${s.url}/sms`, {
+      method: 'POST', headers: { authorization: `Bearer ${await bot.signer.sign('send_sms')}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ to, body: 'again' }),
+    });
+    const first = await (await send(b)()).body.json() as any;
+    expect(first.permission).toBe('constraint_violated');
+    const asked = await ask(a, to, false);
+    await asked.body.json();
+    const note = await inbox.nextRequest();
+    expect((await admin(a, `/approvals/${note.requestId}/approve`, { code: note.code, scope: 'value' })).status).toBe(200);
+    const again = await send(b)();
+    expect(again.statusCode).toBe(200);
+    await again.body.text();
+  });
+});
+
+describe('Redis outage', () => {
+  it('denies every call with 503 while Redis is down, forwards none, and serves again within 2 s of its return', async () => {
+    const redis = await disposableRedis();
+    await redis.start();
+    const app = await startRecorder();
+    const bot = await testAgent('agent-billing-bot');
+    const other = await testAgent('agent-other');
+    const { billingPolicy } = await import('../support/fixture.js');
+    const policy = await loadPolicyText(billingPolicy({ bot, other }), 'billing.yaml');
+    const sidecar = await startSidecar({
+      policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
+      redis: { url: redis.url, prefix: testPrefix('outage') }, metrics: { processMetrics: false },
+    });
+    const call = async () => get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'));
+    try {
+      await until(async () => (await call()).status === 200);
+      // Load before, during and after the outage.
+      let stop = false;
+      const during: { status: number; code?: string; forwardedBefore: number; forwardedAfter: number }[] = [];
+      let down = false;
+      const loop = (async () => {
+        while (!stop) {
+          const wasDown = down;
+          const seen = app.requests.length;
+          const r = await call();
+          if (wasDown && down) during.push({ status: r.status, code: r.json?.error, forwardedBefore: seen, forwardedAfter: app.requests.length });
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 200));
+      await redis.kill();
+      down = true;
+      await new Promise((r) => setTimeout(r, 1000));
+      const ready = await fetch(`${sidecar.adminUrl}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ checks: { redis: 'failing' } });
+      down = false;
+      await redis.start();
+      const back = Date.now();
+      await until(async () => (await call()).status === 200, 5_000);
+      const resumedMs = Date.now() - back;
+      stop = true;
+      await loop;
+      expect(during.length).toBeGreaterThan(5);
+      for (const d of during) {
+        expect(d).toMatchObject({ status: 503, code: 'replay_store_unavailable' });
+        expect(d.forwardedAfter).toBe(d.forwardedBefore);
+      }
+      expect(resumedMs).toBeLessThan(2000);
+      const metrics = await (await fetch(`${sidecar.adminUrl}/metrics`)).text();
+      expect(Number(/^agents_chain_replay_store_errors_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(during.length);
+    } finally {
+      await sidecar.close();
+      await app.close();
+      await redis.kill();
+    }
+  }, 20_000);
+
+  it('starts with Redis down: not ready, refusing calls, not crashing; ready once Redis comes up', async () => {
+    const redis = await disposableRedis();
+    const app = await startRecorder();
+    const bot = await testAgent('agent-billing-bot');
+    const other = await testAgent('agent-other');
+    const { billingPolicy } = await import('../support/fixture.js');
+    const policy = await loadPolicyText(billingPolicy({ bot, other }), 'billing.yaml');
+    const sidecar = await startSidecar({
+      policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
+      redis: { url: redis.url, prefix: testPrefix('startup') }, metrics: { processMetrics: false },
+    });
+    try {
+      expect((await fetch(`${sidecar.adminUrl}/readyz`)).status).toBe(503);
+      const refused = await get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'));
+      expect(refused).toMatchObject({ status: 503, json: { error: 'replay_store_unavailable' } });
+      expect(app.requests).toHaveLength(0);
+      await redis.start();
+      await until(async () => (await fetch(`${sidecar.adminUrl}/readyz`)).status === 200, 5_000);
+      expect((await get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'))).status).toBe(200);
+    } finally {
+      await sidecar.close();
+      await app.close();
+      await redis.kill();
+    }
+  }, 20_000);
+});
