@@ -20,6 +20,9 @@ export const DENIAL_STATUS = {
   token_replayed: 401,
   capability_denied: 403,
   constraint_violated: 403,
+  // registration (host tokens)
+  host_not_found: 401,
+  agent_limit_reached: 403,
   // request_permission
   not_found: 404,
   approval_not_needed: 409,

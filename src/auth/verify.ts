@@ -35,10 +35,15 @@ const B64URL = /^[A-Za-z0-9_-]+$/;
  * pipeline stages. The key is only ever the policy's key for `sub`; `kid`,
  * `jwk`, `jku` and `x5u` in the header are ignored.
  */
+/** Where agents are looked up: the policy's map, or a lookup that also reads registered agents. */
+export interface AgentDirectory {
+  get(id: string): Agent | undefined | Promise<Agent | undefined>;
+}
+
 export async function verifyAgentToken(
   token: string,
   capability: string,
-  agents: ReadonlyMap<string, Agent>,
+  agents: AgentDirectory,
   nowSeconds: number,
 ): Promise<VerifiedToken | Denial> {
   // 1–2: decode header and payload, confirm typ.
@@ -54,7 +59,7 @@ export async function verifyAgentToken(
   if (typeof claims === 'string') return deny('token_invalid', claims);
 
   // 3: sub names a registered agent.
-  const agent = agents.get(claims.sub);
+  const agent = await agents.get(claims.sub);
   if (!agent) return deny('agent_not_found', `no agent "${claims.sub}" is registered`);
   // 4: iss is that agent's key thumbprint.
   if (claims.iss !== agent.thumbprint) return denyAs(agent, 'token_invalid', 'token iss is not the thumbprint of the agent\'s key');
@@ -85,14 +90,14 @@ function denyAs(agent: Agent, ...args: Parameters<typeof deny>): Denial {
   return { ...deny(...args), agentId: agent.id };
 }
 
-function signatureValid(token: string, key: VerificationKey): boolean {
+export function signatureValid(token: string, key: VerificationKey): boolean {
   const dot = token.lastIndexOf('.');
   const signature = Buffer.from(token.slice(dot + 1), 'base64url');
   if (signature.length !== 64) return false;
   return verify(null, Buffer.from(token.slice(0, dot)), key, signature);
 }
 
-function decodeSegment(seg: string): Record<string, unknown> | undefined {
+export function decodeSegment(seg: string): Record<string, unknown> | undefined {
   try {
     const v = parseStrictJsonBytes(Buffer.from(seg, 'base64url'));
     return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;

@@ -56,3 +56,40 @@ export async function mintAgentToken(opts: {
   const signer = await createAgentSigner(opts.privateJwk, opts.agentId);
   return signer.sign(opts.capability, { ttlSeconds: opts.ttlSeconds });
 }
+
+export const HOST_TOKEN_TYPE = 'host+jwt';
+
+export interface HostSigner {
+  thumbprint: string;
+  /**
+   * Mints a single-use host token for `audience` (the service's issuer). With
+   * `agentPublicKey` it is a registration token for that agent key.
+   */
+  sign(audience: string, options?: { agentPublicKey?: JWK; ttlSeconds?: number; now?: number; jti?: string }): Promise<string>;
+}
+
+/** A host identity: its private JWK (kept in a Secret, so it is stable across restarts) signs host+jwt tokens. */
+export async function createHostSigner(privateJwk: JWK): Promise<HostSigner> {
+  if (privateJwk.kty !== 'OKP' || privateJwk.crv !== 'Ed25519' || !privateJwk.d) {
+    throw new Error('an Ed25519 private JWK (kty OKP, crv Ed25519, with "d") is required');
+  }
+  const key = await importJWK(privateJwk, 'EdDSA');
+  const thumbprint = await thumbprintOf(privateJwk as Record<string, unknown>);
+  return {
+    thumbprint,
+    async sign(audience, options = {}) {
+      const iat = options.now ?? Math.floor(Date.now() / 1000);
+      const claims = options.agentPublicKey
+        ? { agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: options.agentPublicKey.x } }
+        : {};
+      return new SignJWT(claims)
+        .setProtectedHeader({ alg: 'EdDSA', typ: HOST_TOKEN_TYPE })
+        .setIssuer(thumbprint)
+        .setAudience(audience)
+        .setIssuedAt(iat)
+        .setExpirationTime(iat + (options.ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS))
+        .setJti(options.jti ?? randomUUID())
+        .sign(key);
+    },
+  };
+}

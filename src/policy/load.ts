@@ -5,7 +5,7 @@ import { importAgentKey, thumbprintOf } from '../identity/keys.js';
 import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/template.js';
 import { PolicyError, keyOf, locate, type PathPart, type PolicyIssue } from './issues.js';
 import { validateAgainstSchema } from './schema.js';
-import { grantKey, type Agent, type Capability, type Constraints, type Grant, type Policy, type Route } from './types.js';
+import { grantKey, type Agent, type Capability, type Constraints, type EndpointAuth, type EndpointName, type Grant, type Host, type Policy, type Route } from './types.js';
 
 export async function loadPolicyFile(file: string): Promise<Policy> {
   let bytes: Buffer;
@@ -56,6 +56,7 @@ interface RawPolicy {
   capabilities: Capability[];
   public?: { method: string; path: string }[];
   agents?: { id: string; name: string; publicKey: Record<string, string> }[];
+  hosts?: { id: string; name: string; publicKey: Record<string, string>; defaultCapabilities?: (string | { capability: string; constraints?: Constraints })[]; maxAgents?: number }[];
   grants?: { agent: string; capability: string; status: 'active' | 'revoked'; expiresAt?: string; constraints?: Constraints }[];
 }
 
@@ -83,8 +84,9 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
   };
 
   for (const e of SIDECAR_ENDPOINTS) {
-    if (e.endpoint !== 'constraint_context' && !(raw.constraintAware && raw.accessRequests)) continue;
-    addRoute(['<sidecar>'], e.method, e.path, (template) => ({ kind: 'endpoint', method: e.method, template, endpoint: e.endpoint, audience: e.audience }));
+    if (e.needs === 'accessRequests' && !(raw.constraintAware && raw.accessRequests)) continue;
+    if (e.needs === 'hosts' && !raw.hosts?.length) continue;
+    addRoute(['<sidecar>'], e.method, e.path, (template) => ({ kind: 'endpoint', method: e.method, template, endpoint: e.endpoint, audience: e.audience, auth: e.auth }));
   }
 
   raw.capabilities.forEach((c, i) => {
@@ -113,6 +115,32 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     if (owner) { at(['agents', i, 'publicKey'], `key already belongs to agent "${owner}"; give each agent its own key`); continue; }
     byThumbprint.set(thumbprint, a.id);
     agents.set(a.id, { id: a.id, name: a.name, key, thumbprint });
+  }
+
+  const hosts = new Map<string, Host>();
+  for (const [i, h] of (raw.hosts ?? []).entries()) {
+    if ([...hosts.values()].some((o) => o.id === h.id)) { at(['hosts', i, 'id'], `duplicate host id "${h.id}"`); continue; }
+    let key: Host['key'];
+    let thumbprint: string;
+    try {
+      key = await importAgentKey(h.publicKey);
+      thumbprint = await thumbprintOf(h.publicKey);
+    } catch (err) {
+      at(['hosts', i, 'publicKey'], `malformed Ed25519 public key: ${(err as Error).message}`);
+      continue;
+    }
+    const owner = byThumbprint.get(thumbprint) ?? hosts.get(thumbprint)?.id;
+    if (owner) { at(['hosts', i, 'publicKey'], `key already belongs to "${owner}"; give each host and agent its own key`); continue; }
+    const defaults = new Map<string, Constraints>();
+    (h.defaultCapabilities ?? []).forEach((d, j) => {
+      const name = typeof d === 'string' ? d : d.capability;
+      const cap = capabilities.get(name);
+      if (!cap) return at(['hosts', i, 'defaultCapabilities', j], `unknown capability "${name}"`);
+      const constraints = typeof d === 'string' ? {} : d.constraints ?? {};
+      checkConstraints(constraints, cap, ['hosts', i, 'defaultCapabilities', j, 'constraints'], at);
+      defaults.set(name, constraints);
+    });
+    hosts.set(thumbprint, { id: h.id, name: h.name, key, thumbprint, defaults, maxAgents: h.maxAgents ?? 100 });
   }
 
   const grants = new Map<string, Grant>();
@@ -176,6 +204,7 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     capabilities,
     routes,
     agents,
+    hosts,
     grants,
   };
 }
@@ -194,11 +223,16 @@ function loose(t: PathTemplate): PathTemplate {
 }
 
 /** The sidecar's own endpoints on the agent port; a policy route may not overlap them. */
-const SIDECAR_ENDPOINTS = [
-  { endpoint: 'constraint_context', method: 'GET', path: '/agent/constraints', audience: 'constraint_context' },
-  { endpoint: 'request_permission', method: 'POST', path: '/agent/request-permission', audience: 'request_permission' },
-  { endpoint: 'request_status', method: 'GET', path: '/agent/request-permission/{id}', audience: 'request_permission' },
-] as const;
+const SIDECAR_ENDPOINTS: { endpoint: EndpointName; method: string; path: string; audience: string; auth: EndpointAuth; needs?: 'accessRequests' | 'hosts' }[] = [
+  { endpoint: 'discovery', method: 'GET', path: '/.well-known/agent-configuration', audience: '', auth: 'none' },
+  { endpoint: 'capability_list', method: 'GET', path: '/capability/list', audience: 'capability_list', auth: 'optional_agent' },
+  { endpoint: 'constraint_context', method: 'GET', path: '/agent/constraints', audience: 'constraint_context', auth: 'agent' },
+  { endpoint: 'request_permission', method: 'POST', path: '/agent/request-permission', audience: 'request_permission', auth: 'agent', needs: 'accessRequests' },
+  { endpoint: 'request_status', method: 'GET', path: '/agent/request-permission/{id}', audience: 'request_permission', auth: 'agent', needs: 'accessRequests' },
+  { endpoint: 'register', method: 'POST', path: '/agent/register', audience: '', auth: 'host', needs: 'hosts' },
+  { endpoint: 'agent_status', method: 'GET', path: '/agent/status', audience: '', auth: 'host', needs: 'hosts' },
+  { endpoint: 'revoke', method: 'POST', path: '/agent/revoke', audience: '', auth: 'host', needs: 'hosts' },
+];
 
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 

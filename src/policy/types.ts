@@ -31,6 +31,20 @@ export interface Agent {
   key: VerificationKey;
   /** RFC 7638 thumbprint of the public key: the token's expected `iss`. */
   thumbprint: string;
+  /** Set for agents a host registered (not listed in the policy): their host, and their own grants. */
+  hostId?: string;
+  grants?: ReadonlyMap<string, Grant>;
+}
+
+/** A trusted host: registers agents with host+jwt tokens; its agents get at most its default capabilities. */
+export interface Host {
+  id: string;
+  name: string;
+  key: VerificationKey;
+  thumbprint: string;
+  /** Capability name -> the loosest constraints a registered agent may get. */
+  defaults: ReadonlyMap<string, Constraints>;
+  maxAgents: number;
 }
 
 export interface Grant {
@@ -43,12 +57,17 @@ export interface Grant {
 }
 
 /** Endpoints the sidecar answers itself on the agent port (never forwarded). */
-export type EndpointName = 'constraint_context' | 'request_permission' | 'request_status';
+export type EndpointName =
+  | 'constraint_context' | 'request_permission' | 'request_status'
+  | 'discovery' | 'capability_list' | 'register' | 'agent_status' | 'revoke';
+
+/** Who may call a sidecar endpoint: an agent token, a host token, anyone, or anyone with an optional agent token. */
+export type EndpointAuth = 'agent' | 'host' | 'none' | 'optional_agent';
 
 export type Route =
   | { kind: 'capability'; method: string; template: PathTemplate; capability: Capability }
   | { kind: 'public'; method: string; template: PathTemplate }
-  | { kind: 'endpoint'; method: string; template: PathTemplate; endpoint: EndpointName; audience: string };
+  | { kind: 'endpoint'; method: string; template: PathTemplate; endpoint: EndpointName; audience: string; auth: EndpointAuth };
 
 /** How denials and successes are presented to agents (the context-awareness guide). */
 export interface ContextSettings {
@@ -93,6 +112,8 @@ export interface Policy {
   capabilities: ReadonlyMap<string, Capability>;
   routes: readonly Route[];
   agents: ReadonlyMap<string, Agent>;
+  /** Trusted hosts, keyed by their key's thumbprint (a registration token's `iss`). */
+  hosts: ReadonlyMap<string, Host>;
   /** Keyed by grantKey(agent, capability). */
   grants: ReadonlyMap<string, Grant>;
   context: ContextSettings;

@@ -4,6 +4,8 @@ import type { ApprovalService, ResolutionError } from '../approvals/service.js';
 import type { AccessRequest } from '../approvals/types.js';
 import type { AuditTrail } from '../audit/trail.js';
 import type { SidecarMetrics } from '../metrics/metrics.js';
+import type { AgentRegistry } from '../registration/registry.js';
+import { agentView } from './registration.js';
 import { redact } from '../audit/redact.js';
 import type { Logger } from '../log.js';
 import { readJsonObject, sendJson } from './respond.js';
@@ -17,6 +19,9 @@ export interface AdminOptions {
   log: Logger;
   audit?: AuditTrail;
   metrics?: SidecarMetrics;
+  /** Agents registered by hosts, when the policy lists hosts. */
+  registry?: AgentRegistry;
+  now?: () => number;
 }
 
 const RESOLUTION_STATUS: Record<ResolutionError, number> = {
@@ -62,6 +67,21 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
       if (!authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
       const limit = Math.min(500, Math.max(1, Number(new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('limit') ?? 50) || 50));
       return sendJson(res, 200, { entries: opts.audit?.recentEntries(limit) ?? [] });
+    }
+    if (path === '/agents' || path.startsWith('/agents/')) {
+      if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to manage registered agents' });
+      if (!authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
+      if (!opts.registry) return sendJson(res, 404, { error: 'not_found', message: 'the policy lists no hosts: no agents can be registered' });
+      if (path === '/agents' && method === 'GET') return sendJson(res, 200, { agents: (await opts.registry.list()).map(agentView) });
+      const m = /^\/agents\/([^/]+)\/revoke$/.exec(path);
+      if (m && method === 'POST') {
+        const id = decodeURIComponent(m[1]!);
+        const revoked = await opts.registry.revoke(id, (opts.now ?? Date.now)());
+        if (revoked) opts.log.info('registered agent revoked by an operator', { agent: id });
+        const current = revoked ?? (await opts.registry.get(id));
+        return current ? sendJson(res, 200, agentView(current)) : sendJson(res, 404, { error: 'agent_not_found', message: `no registered agent "${id}"` });
+      }
+      return sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
     }
     if (!path.startsWith('/approvals')) return sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
     if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to use the approvals API' });

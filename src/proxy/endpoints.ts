@@ -14,6 +14,7 @@ import { parseTarget } from '../routing/target.js';
 import { upstreamRequestHeaders } from './headers.js';
 import { presentSuccess } from './present.js';
 import { sendJson } from './respond.js';
+import { agentStatus, capabilityList, discovery, register, revoke } from './registration.js';
 import { readBody, violationDenial, type Call, type Deps } from './stages.js';
 
 /** Refuses; with the capability known, constraint-aware mode answers with the envelope. */
@@ -27,6 +28,11 @@ export async function serveEndpoint(call: Call, res: ServerResponse, deps: Deps,
     case 'constraint_context': return constraintContextEndpoint(call, res, deps);
     case 'request_permission': return requestPermission(call, res, deps, refuse);
     case 'request_status': return requestStatus(call, res, deps, refuse);
+    case 'discovery': return discovery(call, res, deps);
+    case 'capability_list': return capabilityList(call, res, deps, refuse);
+    case 'register': return register(call, res, deps, refuse);
+    case 'agent_status': return agentStatus(call, res, deps, refuse);
+    case 'revoke': return revoke(call, res, deps, refuse);
   }
 }
 

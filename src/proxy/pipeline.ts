@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, isDenial, statusOf, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
-import { grantKey, type Capability, type Route } from '../policy/types.js';
+import { grantKey, type Capability, type EndpointAuth, type Route } from '../policy/types.js';
 import { callEntry } from './audit-entry.js';
 import { callMetrics } from './call-metrics.js';
 import { ClientAbortedError } from './body.js';
@@ -12,8 +12,8 @@ import { upstreamRequestHeaders } from './headers.js';
 import { presentDenial } from './present.js';
 import { sendJson } from './respond.js';
 import {
-  applyValueApprovals, checkAuditAvailable, checkGrant, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
-  readArguments, readBody, readToken, verifyToken, type Call, type Deps, type Stage,
+  applyValueApprovals, checkAuditAvailable, checkGrant, checkHostReplay, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
+  ifTokenSent, readArguments, readBody, readToken, verifyHost, verifyToken, type Call, type Deps, type Stage,
 } from './stages.js';
 
 /** Every request: is it well formed, and where does it go? */
@@ -32,13 +32,22 @@ const AUTHORIZATION: Stage[] = [
   enforceConstraints,  // any violation left refuses the call
 ];
 
-/** The sidecar's own agent endpoints (/agent/...): an agent token for that endpoint's audience. */
-const ENDPOINT_AUTHENTICATION: Stage[] = [readToken, verifyToken, checkReplay];
+/** The sidecar's own endpoints, by who may call them: an agent token for the endpoint's audience, a host token, anyone. */
+const AGENT_AUTHENTICATION: Stage[] = [readToken, verifyToken, checkReplay];
+const ENDPOINT_AUTHENTICATION: Record<EndpointAuth, Stage[]> = {
+  agent: AGENT_AUTHENTICATION,
+  host: [readToken, verifyHost, checkHostReplay],
+  none: [],
+  optional_agent: [ifTokenSent(AGENT_AUTHENTICATION)],
+};
 
 /** Public routes: no token, but the body is still bounded and buffered (no slow body can pin an upstream connection). */
 const PUBLIC: Stage[] = [readBody];
 
-const STAGES: Record<Route['kind'], Stage[]> = { capability: AUTHORIZATION, endpoint: ENDPOINT_AUTHENTICATION, public: PUBLIC };
+function stagesFor(route: Route): Stage[] {
+  if (route.kind === 'endpoint') return ENDPOINT_AUTHENTICATION[route.auth];
+  return route.kind === 'capability' ? AUTHORIZATION : PUBLIC;
+}
 
 export interface PipelineDeps extends Deps {
   upstream: Upstream;
@@ -48,7 +57,7 @@ export interface PipelineDeps extends Deps {
 export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: PipelineDeps): Promise<void> {
   const call: Call = { req, requestId: randomUUID(), startedAt: deps.now(), startedHr: performance.now() };
   try {
-    const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(STAGES[call.route!.kind], call, deps));
+    const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(stagesFor(call.route!), call, deps));
     if (denial) return refuse(call, res, denial, deps);
     if (call.route!.kind === 'endpoint') {
       await serveEndpoint(call, res, deps, (d, cap) => refuse(call, res, d, deps, cap));
@@ -139,10 +148,14 @@ function refuse(call: Call, res: ServerResponse, denial: Denial, deps: PipelineD
   sendJson(res, status, body, headers);
 }
 
-/** RFC 6750 challenge: no error attribute when no token was sent at all. */
+/**
+ * Two challenges: RFC 6750 Bearer (no error attribute when no token was sent
+ * at all), and Agent Auth's pointer to the discovery document.
+ */
 function wwwAuthenticate(denial: Denial, issuer: string): string {
   const realm = `Bearer realm="${issuer}"`;
-  return denial.code === 'token_missing' ? realm : `${realm}, error="invalid_token", error_description="${denial.code}"`;
+  const bearer = denial.code === 'token_missing' ? realm : `${realm}, error="invalid_token", error_description="${denial.code}"`;
+  return `${bearer}, AgentAuth discovery="${issuer.replace(/\/+$/, '')}/.well-known/agent-configuration"`;
 }
 
 function describe(call: Call): Record<string, unknown> {

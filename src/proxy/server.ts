@@ -10,6 +10,9 @@ import { MemoryReplayStore, type ReplayStore } from '../auth/replay.js';
 import { RedisReplayStore } from '../auth/replay-redis.js';
 import { RedisAccessRequestStore } from '../approvals/store-redis.js';
 import { connectRedis, redisReady, type RedisSettings } from '../redis/connect.js';
+import { RegisteredAgents } from '../registration/directory.js';
+import { MemoryAgentRegistry, type AgentRegistry } from '../registration/registry.js';
+import { RedisAgentRegistry } from '../registration/registry-redis.js';
 import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
 import { adminHandler } from './admin.js';
@@ -49,8 +52,10 @@ export interface SidecarOptions {
   env?: NodeJS.ProcessEnv;
   /** Metrics options: per-agent label (opt-in, capped), process metrics. */
   metrics?: MetricsOptions;
-  /** Shared state for replicas: the replay window and access requests live in Redis. */
+  /** Shared state for replicas: the replay window, access requests and registered agents live in Redis. */
   redis?: RedisSettings;
+  /** Overrides where registered agents are kept (tests, embedding). */
+  agentRegistry?: AgentRegistry;
 }
 
 export interface Sidecar {
@@ -105,6 +110,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     approvals,
     audit,
     metrics,
+    registered: opts.policy.hosts.size > 0
+      ? new RegisteredAgents(opts.agentRegistry ?? (shared ? new RedisAgentRegistry(shared.client, opts.redis!.prefix) : new MemoryAgentRegistry()))
+      : undefined,
   };
   let ready = false;
 
@@ -128,7 +136,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     ...(audit ? { auditSpool: audit.available } : {}),
     ...(shared ? { redis: redisReady(shared.client) } : {}),
   });
-  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, log, audit, metrics }));
+  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, log, audit, metrics, registry: deps.registered?.registry, now }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));

@@ -2,7 +2,9 @@ import type { IncomingMessage } from 'node:http';
 import { extractToken } from '../auth/extract.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js';
-import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type VerifiedToken } from '../auth/verify.js';
+import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type VerifiedToken } from '../auth/verify.js';
+import type { RegisteredAgents } from '../registration/directory.js';
+import { verifyHostToken, type VerifiedHostToken } from '../registration/host-token.js';
 import { argumentLookup, planArguments, type ArgumentPlan } from '../constraints/arguments.js';
 import { evaluateConstraints } from '../constraints/evaluate.js';
 import type { ApprovalService } from '../approvals/service.js';
@@ -29,6 +31,8 @@ export interface Deps {
   /** Present when an audit key is configured. */
   audit?: AuditTrail;
   metrics?: SidecarMetrics;
+  /** Agents registered by hosts (present when the policy lists hosts). */
+  registered?: RegisteredAgents;
 }
 
 /** One call as it moves through the pipeline; each stage fills in its part. */
@@ -40,6 +44,8 @@ export interface Call {
   startedHr: number;
   /** Seconds spent in the upstream exchange, when the call was forwarded. */
   upstreamSeconds?: number;
+  /** A verified host token (registration endpoints). */
+  host?: VerifiedHostToken;
   target?: RequestTarget;
   route?: Route;
   params?: Record<string, string>;
@@ -97,28 +103,64 @@ export const verifyToken: Stage = async (call, deps) => {
   const route = call.route!;
   const audience = route.kind === 'endpoint' ? route.audience : capabilityOf(call);
   const t0 = performance.now();
-  const verified = await verifyAgentToken(call.token!, audience, deps.policy.agents, Math.floor(deps.now() / 1000));
+  const verified = await verifyAgentToken(call.token!, audience, agentDirectory(deps), Math.floor(deps.now() / 1000));
   deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
   if (isDenial(verified)) return verified;
   call.verified = verified;
   return undefined;
 };
 
+/** Policy agents first; then agents hosts registered, read from the registry on every call. */
+function agentDirectory(deps: Deps): AgentDirectory {
+  return { get: (id) => deps.policy.agents.get(id) ?? deps.registered?.get(id) };
+}
+
 /** Step 8: the token id is unseen in the replay window (and is now spent). */
-export const checkReplay: Stage = async (call, deps) => {
+export const checkReplay: Stage = (call, deps) => {
   const { agent, claims } = call.verified!;
+  return spend(deps, `${agent.id}\u0000${claims.jti}`, claims.jti);
+};
+
+async function spend(deps: Deps, key: string, jti: string): Promise<Denial | undefined> {
   try {
-    const fresh = await deps.replay.claim(`${agent.id}\u0000${claims.jti}`, REPLAY_WINDOW_SECONDS * 1000);
-    return fresh ? undefined : deny('token_replayed', `token ${claims.jti} was already used`);
+    const fresh = await deps.replay.claim(key, REPLAY_WINDOW_SECONDS * 1000);
+    return fresh ? undefined : deny('token_replayed', `token ${jti} was already used`);
   } catch (err) {
     if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);
     return deny('replay_store_unavailable', `replay store failed: ${(err as Error).message}`);
   }
+}
+
+/** A host's token (registration, status, revoke): a trusted host, this service's issuer, a live signature. */
+export const verifyHost: Stage = (call, deps) => {
+  const verified = verifyHostToken(call.token!, deps.policy.hosts, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
+  if (isDenial(verified)) return verified;
+  call.host = verified;
+  return undefined;
 };
+
+/** A host token is single-use too: its jti is spent in the same replay window. */
+export const checkHostReplay: Stage = (call, deps) => {
+  const { host, claims } = call.host!;
+  return spend(deps, `host\u0000${host.id}\u0000${claims.jti}`, claims.jti);
+};
+
+/** Runs `stages` only when the caller sent a token (endpoints that answer anyone, and say more to a known agent). */
+export function ifTokenSent(stages: Stage[]): Stage {
+  return async (call, deps) => {
+    if (isDenial(extractToken(call.req.rawHeaders, deps.tokenHeader))) return undefined;
+    for (const stage of stages) {
+      const denial = await stage(call, deps);
+      if (denial) return denial;
+    }
+    return undefined;
+  };
+}
 
 /** Step 9: an active, unexpired grant. */
 export const checkGrant: Stage = (call, deps) => {
-  const grant = findActiveGrant(deps.policy.grants, call.verified!.agent.id, capabilityOf(call), deps.now());
+  const agent = call.verified!.agent;
+  const grant = findActiveGrant(agent.grants ?? deps.policy.grants, agent.id, capabilityOf(call), deps.now());
   if (isDenial(grant)) return grant;
   call.grant = grant;
   return undefined;

@@ -214,3 +214,41 @@ describe('Redis outage', () => {
     }
   }, 20_000);
 });
+
+describe('registered agents shared through Redis', () => {
+  it('an agent registered on replica A calls through replica B; revoked on B, its next call on A is refused', async () => {
+    const { createHostSigner } = await import('../../src/identity/client.js');
+    const { generateAgentKeyPair } = await import('../../src/identity/keys.js');
+    const { registrationPolicy } = await import('../support/registration.js');
+    const hostKeys = await generateAgentKeyPair();
+    const host = await createHostSigner(hostKeys.privateJwk);
+    const app = await startRecorder();
+    const policy = await loadPolicyText(registrationPolicy(hostKeys), 'billing.yaml');
+    const prefix = testPrefix('registry');
+    const start = () => startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), redis: { url: REDIS_URL, prefix }, metrics: { processMetrics: false } });
+    const [a, b] = await Promise.all([start(), start()]);
+    try {
+      for (const s of [a, b]) await until(async () => (await fetch(`${s.adminUrl}/readyz`)).status === 200);
+      const keys = await generateAgentKeyPair();
+      const reg = await request(`${a.url}/agent/register`, {
+        method: 'POST', headers: { authorization: `Bearer ${await host.sign('https://billing.example.com', { agentPublicKey: keys.publicJwk })}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'shared-bot' }),
+      });
+      expect(reg.statusCode).toBe(201);
+      const { agent_id: id } = await reg.body.json() as { agent_id: string };
+      const agent = await createAgentSigner(keys.privateJwk, id);
+      expect((await get(`${b.url}/invoices/inv-1`, await agent.sign('getInvoice'))).status).toBe(200);
+      const revoked = await request(`${b.url}/agent/revoke`, {
+        method: 'POST', headers: { authorization: `Bearer ${await host.sign('https://billing.example.com')}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ agent_id: id }),
+      });
+      expect(revoked.statusCode).toBe(200);
+      await revoked.body.text();
+      expect(await get(`${a.url}/invoices/inv-1`, await agent.sign('getInvoice'))).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
+    } finally {
+      await a.close();
+      await b.close();
+      await app.close();
+    }
+  });
+});

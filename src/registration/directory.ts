@@ -1,0 +1,31 @@
+import type { KeyObject } from 'node:crypto';
+import { importAgentKey } from '../identity/keys.js';
+import { grantKey, type Agent, type Grant } from '../policy/types.js';
+import type { AgentRegistry, RegisteredAgent } from './registry.js';
+
+/**
+ * Registered agents as the pipeline sees them: an Agent with its own grants.
+ * The record is read on every call (a revocation anywhere counts at once);
+ * only the imported key is cached, by thumbprint.
+ */
+export class RegisteredAgents {
+  private readonly keys = new Map<string, KeyObject>();
+
+  constructor(readonly registry: AgentRegistry) {}
+
+  async get(id: string): Promise<Agent | undefined> {
+    const r = await this.registry.get(id);
+    return r && r.status === 'active' ? this.toAgent(r) : undefined;
+  }
+
+  private async toAgent(r: RegisteredAgent): Promise<Agent> {
+    let key = this.keys.get(r.thumbprint);
+    if (!key) {
+      key = await importAgentKey(r.publicKey);
+      if (this.keys.size >= 10_000) this.keys.clear();
+      this.keys.set(r.thumbprint, key);
+    }
+    const grants = new Map<string, Grant>(r.grants.map((g) => [grantKey(r.id, g.capability), { agent: r.id, capability: g.capability, status: 'active', constraints: g.constraints }]));
+    return { id: r.id, name: r.name, key, thumbprint: r.thumbprint, hostId: r.hostId, grants };
+  }
+}

@@ -1,0 +1,131 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { createAgentSigner, createHostSigner, type HostSigner } from '../../src/identity/client.js';
+import { generateAgentKeyPair, type AgentKeyPair } from '../../src/identity/keys.js';
+import { createLogger } from '../../src/log.js';
+import { loadPolicyText } from '../../src/policy/load.js';
+import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
+import { startRecorder, type Recorder } from '../support/recorder.js';
+import { ISSUER, registrationPolicy } from '../support/registration.js';
+
+const ADMIN = 'registration-admin-token-0123456789';
+
+interface Reply { status: number; headers: Record<string, unknown>; json: any }
+
+async function call(url: string, opts: { method?: string; token?: string; body?: unknown } = {}): Promise<Reply> {
+  const r = await request(url, {
+    method: (opts.method ?? 'GET') as 'GET',
+    headers: { ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}), ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
+  const text = await r.body.text();
+  return { status: r.statusCode, headers: r.headers, json: text ? JSON.parse(text) : undefined };
+}
+
+describe('discovery, registration and host identity', () => {
+  let sidecar: Sidecar;
+  let app: Recorder;
+  let hostKeys: AgentKeyPair;
+  let host: HostSigner;
+
+  beforeAll(async () => {
+    hostKeys = await generateAgentKeyPair();
+    host = await createHostSigner(hostKeys.privateJwk);
+    app = await startRecorder();
+    const policy = await loadPolicyText(registrationPolicy(hostKeys), 'billing.yaml');
+    sidecar = await startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN, log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+  });
+  afterAll(async () => { await sidecar.close(); await app.close(); });
+
+  const registerAgent = async (keys: AgentKeyPair, body: Record<string, unknown>, token?: string) =>
+    call(`${sidecar.url}/agent/register`, { method: 'POST', token: token ?? await host.sign(ISSUER, { agentPublicKey: keys.publicJwk }), body });
+
+  it('serves the discovery document, cacheable, with the Agent Auth fields', async () => {
+    const r = await call(`${sidecar.url}/.well-known/agent-configuration`);
+    expect(r.status).toBe(200);
+    expect(r.headers['cache-control']).toMatch(/max-age=3600/);
+    expect(r.json).toEqual({
+      version: '1.0-draft', provider_name: 'billing-service', description: 'Billing API', issuer: ISSUER,
+      algorithms: ['Ed25519'], modes: ['delegated', 'autonomous'], approval_methods: [],
+      endpoints: { capabilities: '/capability/list', register: '/agent/register', status: '/agent/status', revoke: '/agent/revoke', constraints: '/agent/constraints' },
+      default_capabilities: ['createInvoice', 'getInvoice'],
+    });
+    // 401s point at it.
+    const denied = await call(`${sidecar.url}/invoices/inv-1`);
+    expect(denied.headers['www-authenticate']).toContain(`AgentAuth discovery="${ISSUER}/.well-known/agent-configuration"`);
+  });
+
+  it('registers an agent through a host token; the agent calls within the host defaults and is denied outside them', async () => {
+    const keys = await generateAgentKeyPair();
+    const reg = await registerAgent(keys, { name: 'invoice-bot', mode: 'autonomous', reason: 'nightly billing', capabilities: ['getInvoice', { name: 'createInvoice', constraints: { amount: { max: 500 } } }] });
+    expect(reg.status).toBe(201);
+    expect(reg.json).toMatchObject({ agent_id: `agt_${keys.thumbprint}`, host_id: 'laptop-host', status: 'active', mode: 'autonomous' });
+    expect(reg.json.agent_capability_grants).toEqual([
+      { capability: 'getInvoice', status: 'active', constraints: {} },
+      { capability: 'createInvoice', status: 'active', constraints: { amount: { max: 500 }, currency: { in: ['USD', 'EUR'] } } },
+    ]);
+    const agent = await createAgentSigner(keys.privateJwk, reg.json.agent_id);
+    const ok = await call(`${sidecar.url}/invoices`, { method: 'POST', token: await agent.sign('createInvoice'), body: { amount: 400, currency: 'USD' } });
+    expect(ok.status).toBe(200);
+    expect(app.requests.at(-1)!.headers['x-agent-id']).toBe(reg.json.agent_id);
+    const tooMuch = await call(`${sidecar.url}/invoices`, { method: 'POST', token: await agent.sign('createInvoice'), body: { amount: 800, currency: 'USD' } });
+    expect(tooMuch).toMatchObject({ status: 403, json: { error: 'constraint_violated' } });
+    const notGranted = await call(`${sidecar.url}/invoices/inv-1`, { method: 'DELETE', token: await agent.sign('deleteInvoice') });
+    expect(notGranted).toMatchObject({ status: 403, json: { error: 'capability_denied' } });
+
+    // The capability list shows the caller's grants when it authenticates, and pages with a cursor.
+    const page1 = await call(`${sidecar.url}/capability/list?limit=2`, { token: await agent.sign('capability_list') });
+    expect(page1.json.capabilities.map((c: { name: string }) => c.name)).toEqual(['createInvoice', 'deleteInvoice']);
+    expect(page1.json.capabilities[0]).toMatchObject({ description: 'Create an invoice', grant: { status: 'active', constraints: { amount: { max: 500 } } } });
+    expect(page1.json.capabilities[1].grant).toEqual({ status: 'none' });
+    const page2 = await call(`${sidecar.url}/capability/list?limit=2&cursor=${page1.json.next_cursor}`);
+    expect(page2.json).toEqual({ capabilities: [{ name: 'getInvoice', method: 'GET', path: '/invoices/{id}' }] });
+
+    // Registering the same key again is idempotent.
+    const again = await registerAgent(keys, { name: 'invoice-bot' });
+    expect(again).toMatchObject({ status: 200, json: { agent_id: reg.json.agent_id, agent_capability_grants: reg.json.agent_capability_grants } });
+
+    // Status, then revoke: the next call is refused.
+    const status = await call(`${sidecar.url}/agent/status?agent_id=${reg.json.agent_id}`, { token: await host.sign(ISSUER) });
+    expect(status).toMatchObject({ status: 200, json: { agent_id: reg.json.agent_id, status: 'active' } });
+    const revoked = await call(`${sidecar.url}/agent/revoke`, { method: 'POST', token: await host.sign(ISSUER), body: { agent_id: reg.json.agent_id } });
+    expect(revoked).toMatchObject({ status: 200, json: { status: 'revoked' } });
+    const after = await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') });
+    expect(after).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
+  });
+
+  it('refuses registration tokens that are replayed, expired, from an unknown host, or asking for more than the host may grant', async () => {
+    const keys = await generateAgentKeyPair();
+    const token = await host.sign(ISSUER, { agentPublicKey: keys.publicJwk });
+    expect((await registerAgent(keys, { name: 'a' }, token)).status).toBe(201);
+    expect((await registerAgent(keys, { name: 'a' }, token)).json.error).toBe('token_replayed');
+    const old = await host.sign(ISSUER, { agentPublicKey: keys.publicJwk, now: Math.floor(Date.now() / 1000) - 600 });
+    expect(await registerAgent(keys, { name: 'a' }, old)).toMatchObject({ status: 401, json: { error: 'token_expired' } });
+    const stranger = await createHostSigner((await generateAgentKeyPair()).privateJwk);
+    expect(await registerAgent(keys, { name: 'a' }, await stranger.sign(ISSUER, { agentPublicKey: keys.publicJwk }))).toMatchObject({ status: 401, json: { error: 'host_not_found' } });
+    const wrongAudience = await host.sign('https://other.example.com', { agentPublicKey: keys.publicJwk });
+    expect(await registerAgent(keys, { name: 'a' }, wrongAudience)).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
+    const other = await generateAgentKeyPair();
+    const more = await registerAgent(other, { name: 'b', capabilities: [{ name: 'createInvoice', constraints: { amount: { max: 5000 } } }] });
+    expect(more).toMatchObject({ status: 403, json: { error: 'capability_denied' } });
+    expect(more.json.message).toMatch(/max 5000 is looser than the host's 1000/);
+    const notAllowed = await registerAgent(other, { name: 'b', capabilities: ['deleteInvoice'] });
+    expect(notAllowed).toMatchObject({ status: 403, json: { error: 'capability_denied', message: 'host "laptop-host" may not grant "deleteInvoice"' } });
+    // An agent token is not a host token.
+    const agentToken = await (await createAgentSigner(other.privateJwk, 'x')).sign('register');
+    expect(await registerAgent(other, { name: 'b' }, agentToken)).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
+  });
+
+  it('refuses registration past the host\'s maxAgents; an operator can list and revoke on the admin listener', async () => {
+    const list = async () => (await call(`${sidecar.adminUrl}/agents`, { token: ADMIN })).json.agents as { agent_id: string; status: string }[];
+    // Earlier tests left one active agent (the other was revoked); maxAgents is 2.
+    const active = (await list()).filter((a) => a.status === 'active');
+    expect(active).toHaveLength(1);
+    expect((await registerAgent(await generateAgentKeyPair(), { name: 'c' })).status).toBe(201);
+    const full = await registerAgent(await generateAgentKeyPair(), { name: 'd' });
+    expect(full).toMatchObject({ status: 403, json: { error: 'agent_limit_reached' } });
+    const byAdmin = await call(`${sidecar.adminUrl}/agents/${active[0]!.agent_id}/revoke`, { method: 'POST', token: ADMIN });
+    expect(byAdmin).toMatchObject({ status: 200, json: { status: 'revoked' } });
+    expect((await registerAgent(await generateAgentKeyPair(), { name: 'e' })).status).toBe(201);
+  });
+});

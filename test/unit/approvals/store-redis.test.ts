@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisAccessRequestStore } from '../../../src/approvals/store-redis.js';
+import type { AccessRequest } from '../../../src/approvals/types.js';
+import { RedisReplayStore } from '../../../src/auth/replay-redis.js';
+import { createLogger } from '../../../src/log.js';
+import { connectRedis, type RedisClient } from '../../../src/redis/connect.js';
+import { REDIS_URL, testPrefix } from '../../support/redis.js';
+import { until } from '../../support/until.js';
+
+// Against the real Redis (.ci/run makes sure it answers), each test under a prefix of its own.
+const log = createLogger('error', () => {});
+let clients: RedisClient[] = [];
+const client = (role: 'commands' | 'subscriber' = 'commands') => {
+  const c = connectRedis({ url: REDIS_URL, prefix: '' }, log, role);
+  clients.push(c);
+  return c;
+};
+beforeAll(async () => {
+  const first = client();
+  await until(() => first.status === 'ready');
+});
+afterAll(() => { for (const c of clients) c.disconnect(); clients = []; });
+
+function request(id: string, now = Date.now()): AccessRequest {
+  return {
+    id, agentId: 'bot', agentName: 'Bot', capability: 'send_sms', method: 'POST', target: '/sms', args: { to: '+1', n: 12345678901234567 / 10 },
+    reason: 'r', violations: [], absentFields: [], headers: [], createdAt: now, expiresAt: now + 60_000, codeHash: 'h', state: 'pending', notified: false,
+  };
+}
+
+async function store(name: string) {
+  const c = client();
+  const s = client('subscriber');
+  await until(() => c.status === 'ready' && s.status === 'ready');
+  return new RedisAccessRequestStore(c, s, testPrefix(name));
+}
+
+describe('RedisReplayStore', () => {
+  it('accepts a key once, across clients', async () => {
+    const prefix = testPrefix('replay-unit');
+    const a = new RedisReplayStore(client(), prefix);
+    const b = new RedisReplayStore(client(), prefix);
+    await until(() => clients.every((c) => c.status === 'ready'));
+    const results = await Promise.all([a.claim('bot\u0000j1', 5_000), b.claim('bot\u0000j1', 5_000), a.claim('bot\u0000j2', 5_000)]);
+    expect(results.filter(Boolean)).toHaveLength(2);
+    expect(results[2]).toBe(true);
+  });
+});
+
+describe('RedisAccessRequestStore', () => {
+  it('round-trips a request exactly and lists it as pending', async () => {
+    const s = await store('roundtrip');
+    const r = request('r1');
+    await s.create(r);
+    expect(await s.get('r1')).toEqual(r);
+    expect((await s.pending()).map((p) => p.id)).toEqual(['r1']);
+    expect(await s.get('missing')).toBeUndefined();
+  });
+
+  it('resolves a request once when many resolvers race, and wakes subscribers of every store', async () => {
+    const prefix = testPrefix('race');
+    const c1 = client(); const c2 = client(); const s1 = client('subscriber'); const s2 = client('subscriber');
+    await until(() => [c1, c2, s1, s2].every((c) => c.status === 'ready'));
+    const a = new RedisAccessRequestStore(c1, s1, prefix);
+    const b = new RedisAccessRequestStore(c2, s2, prefix);
+    const woken: string[] = [];
+    b.onChange((id) => woken.push(id));
+    await new Promise((r) => setTimeout(r, 100)); // let SUBSCRIBE land
+    await a.create(request('r2'));
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).resolve('r2', i % 3 ? 'approved' : 'denied', { resolvedAt: Date.now(), denyReason: `by ${i}` })));
+    const winners = results.filter(Boolean);
+    expect(winners).toHaveLength(1);
+    expect(await a.get('r2')).toEqual(winners[0]);
+    expect(await a.pending()).toEqual([]);
+    await until(() => woken.includes('r2'));
+  });
+
+  it('an update never overwrites a concurrent resolution, and a resolution keeps a concurrent update', async () => {
+    const s = await store('update');
+    await s.create(request('r3'));
+    await Promise.all([s.update('r3', { notified: true }), s.resolve('r3', 'approved', { scope: 'once' }), s.update('r3', { codeHash: 'h2' })]);
+    expect(await s.get('r3')).toMatchObject({ state: 'approved', scope: 'once', notified: true, codeHash: 'h2' });
+    expect(await s.resolve('r3', 'denied', {})).toBeUndefined();
+  });
+
+  it('keeps value approvals until they expire, and deletes them once', async () => {
+    const s = await store('values');
+    const now = Date.now();
+    await s.addValueApproval({ id: 'v1', agentId: 'bot', capability: 'send_sms', values: { to: '+1' }, requestId: 'r', createdAt: now, expiresAt: now + 60_000 });
+    await s.addValueApproval({ id: 'v2', agentId: 'bot', capability: 'send_sms', values: { to: '+2' }, requestId: 'r', createdAt: now, expiresAt: now + 50 });
+    expect((await s.valueApprovals(now)).map((a) => a.id).sort()).toEqual(['v1', 'v2']);
+    await new Promise((r) => setTimeout(r, 80));
+    expect((await s.valueApprovals(Date.now())).map((a) => a.id)).toEqual(['v1']);
+    expect(await s.deleteValueApproval('v1')).toBe(true);
+    expect(await s.deleteValueApproval('v1')).toBe(false);
+    expect(await s.valueApprovals(Date.now())).toEqual([]);
+  });
+});
