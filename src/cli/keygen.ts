@@ -1,25 +1,43 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { generateAgentKeyPair } from '../identity/keys.js';
+import { generateAgentKeyPair, importAgentKey, thumbprintOf } from '../identity/keys.js';
 import { parseCommand, required } from './args.js';
 
-const USAGE = `Usage: agents-chain keygen --out DIR [--name NAME]
+const USAGE = `Usage: agents-chain keygen --out DIR [--name NAME] [--host]
+       agents-chain keygen --public-of PRIVATE_JWK
 
-Creates an Ed25519 key pair for an agent:
-  DIR/NAME.private.jwk.json   (mode 0600; stays with the agent)
-  DIR/NAME.public.jwk.json    (goes into the policy's agents[].publicKey)
+Creates an Ed25519 key pair for an agent (or, with --host, a host):
+  DIR/NAME.private.jwk.json   (mode 0600; stays with the agent or host,
+                               e.g. in a Kubernetes Secret: the identity is
+                               stable as long as this file is)
+  DIR/NAME.public.jwk.json    (goes into the policy's agents[] or hosts[].publicKey)
 and prints the key's RFC 7638 thumbprint (the token's "iss").
+--public-of prints the public JWK of an existing private key (to import a
+saved identity into a policy) and its thumbprint on stderr.
 
 Options:
-  --out DIR     directory to write to (created if missing)
-  --name NAME   file name prefix [agent]
+  --out DIR          directory to write to (created if missing)
+  --name NAME        file name prefix [agent, or host with --host]
+  --host             a host key: it signs host+jwt registration tokens
+  --public-of FILE   print the public part of a private JWK
 `;
 
 export async function keygenCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, { out: { type: 'string' }, name: { type: 'string' } }, USAGE);
+  const args = parseCommand(argv, { out: { type: 'string' }, name: { type: 'string' }, host: { type: 'boolean' }, 'public-of': { type: 'string' } }, USAGE);
   if (!args) return 0;
+  const from = args.values['public-of'];
+  if (from) {
+    const jwk = JSON.parse(await readFile(from, 'utf8')) as Record<string, unknown>;
+    if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') throw new Error(`${from} is not an Ed25519 JWK`);
+    const pub = { kty: 'OKP', crv: 'Ed25519', x: jwk.x };
+    await importAgentKey(pub); // validates x
+    process.stdout.write(`${JSON.stringify(pub)}\n`);
+    process.stderr.write(`thumbprint ${await thumbprintOf(pub)}\n`);
+    return 0;
+  }
+  const host = args.values.host === true;
   const out = required(args.values.out, '--out', USAGE);
-  const name = args.values.name ?? 'agent';
+  const name = args.values.name ?? (host ? 'host' : 'agent');
   if (!/^[A-Za-z0-9._-]+$/.test(name)) throw new Error('--name may use letters, digits, ".", "_" and "-" only');
   const pair = await generateAgentKeyPair();
   await mkdir(out, { recursive: true });
@@ -30,7 +48,9 @@ export async function keygenCommand(argv: string[]): Promise<number> {
   process.stdout.write(`${pair.thumbprint}\n`);
   process.stderr.write(
     `wrote ${privatePath} and ${publicPath}\n` +
-    `policy entry:\n  - id: ${name}\n    name: ${name}\n    publicKey: { kty: OKP, crv: Ed25519, x: "${pair.publicJwk.x}" }\n`,
+    host
+      ? `policy entry (hosts:):\n  - id: ${name}\n    name: ${name}\n    publicKey: { kty: OKP, crv: Ed25519, x: "${pair.publicJwk.x}" }\n    defaultCapabilities: []\n    maxAgents: 100\n`
+      : `policy entry (agents:):\n  - id: ${name}\n    name: ${name}\n    publicKey: { kty: OKP, crv: Ed25519, x: "${pair.publicJwk.x}" }\n`,
   );
   return 0;
 }

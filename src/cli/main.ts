@@ -4,6 +4,7 @@ import { auditCommand } from './audit.js';
 import { contextCommand } from './context.js';
 import { keygenCommand } from './keygen.js';
 import { policyCommand } from './policy.js';
+import { registerCommand } from './register.js';
 import { serveCommand } from './serve.js';
 import { tokenCommand } from './token.js';
 import { UsageError } from './args.js';
@@ -14,7 +15,8 @@ Usage: agents-chain <command> [options]
 
 Commands:
   serve         run the sidecar in front of an app
-  keygen        create an Ed25519 key pair for an agent
+  keygen        create an Ed25519 key pair for an agent or a host
+  register      register an agent with a sidecar, as a trusted host
   token         mint a single-use agent+jwt for one call
   policy check  validate a policy file (exit 1 on errors)
   context       print an agent's constraint context (system-prompt block)
@@ -27,6 +29,7 @@ Run "agents-chain <command> --help" for a command's options.
 const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   serve: serveCommand,
   keygen: keygenCommand,
+  register: registerCommand,
   token: tokenCommand,
   policy: policyCommand,
   context: contextCommand,

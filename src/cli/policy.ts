@@ -21,7 +21,7 @@ export async function policyCommand(argv: string[]): Promise<number> {
   for (const file of args.positionals) {
     try {
       const p = await loadPolicyFile(file);
-      process.stdout.write(`${file}: ok (${p.capabilities.size} capabilities, ${p.agents.size} agents, ${p.grants.size} grants)\n`);
+      process.stdout.write(`${file}: ok (${p.capabilities.size} capabilities, ${p.agents.size} agents, ${p.grants.size} grants${p.hosts.size ? `, ${p.hosts.size} host${p.hosts.size === 1 ? "" : "s"}` : ""})\n`);
     } catch (err) {
       if (!(err instanceof PolicyError)) throw err;
       failed = true;

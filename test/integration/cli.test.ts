@@ -26,7 +26,7 @@ describe('agents-chain CLI', () => {
   it('policy check: ok for the example, exit 1 with file:line:column and key for errors', async () => {
     const ok = await runCli(['policy', 'check', `${ROOT}config/examples/billing.yaml`]);
     expect(ok.code).toBe(0);
-    expect(ok.stdout).toMatch(/ok \(4 capabilities, 2 agents, 4 grants\)/);
+    expect(ok.stdout).toMatch(/ok \(4 capabilities, 2 agents, 4 grants, 1 host\)/);
 
     const bad = join(dir, 'bad.yaml');
     await writeFile(bad, [

@@ -129,3 +129,43 @@ describe('discovery, registration and host identity', () => {
     expect((await registerAgent(await generateAgentKeyPair(), { name: 'e' })).status).toBe(201);
   });
 });
+
+describe('the register → call → revoke flow with the CLI', () => {
+  it('keygen --host, keygen, register, token, call', async () => {
+    const { mkdtemp, readFile } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { requireBuild, runCli } = await import('../support/cli.js');
+    requireBuild();
+    const dir = await mkdtemp(join(tmpdir(), 'agents-chain-register-'));
+    expect((await runCli(['keygen', '--host', '--out', dir])).code).toBe(0);
+    const agentKeygen = await runCli(['keygen', '--out', dir, '--name', 'report-bot']);
+    expect(agentKeygen.code).toBe(0);
+    const hostPublic = await runCli(['keygen', '--public-of', join(dir, 'host.private.jwk.json')]);
+    expect(hostPublic.code).toBe(0);
+    const hostJwk = JSON.parse(hostPublic.stdout) as { x: string };
+    expect(JSON.parse(await readFile(join(dir, 'host.public.jwk.json'), 'utf8')).x).toBe(hostJwk.x);
+
+    const app = await startRecorder();
+    const policy = await loadPolicyText(registrationPolicy({ publicJwk: hostJwk } as unknown as AgentKeyPair), 'billing.yaml');
+    const sidecar = await startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    try {
+      const reg = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.public.jwk.json'),
+        '--url', sidecar.url, '--name', 'report-bot', '--capability', 'getInvoice', '--reason', 'monthly reports']);
+      expect(reg.stderr).toBe('');
+      expect(reg.code).toBe(0);
+      const agent = JSON.parse(reg.stdout) as { agent_id: string; agent_capability_grants: unknown[] };
+      expect(agent.agent_id).toBe(`agt_${agentKeygen.stdout.trim()}`);
+      expect(agent.agent_capability_grants).toEqual([{ capability: 'getInvoice', status: 'active', constraints: {} }]);
+      const token = await runCli(['token', '--key', join(dir, 'report-bot.private.jwk.json'), '--agent', agent.agent_id, '--capability', 'getInvoice']);
+      expect((await call(`${sidecar.url}/invoices/inv-7`, { token: token.stdout.trim() })).status).toBe(200);
+      const refused = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.public.jwk.json'),
+        '--url', sidecar.url, '--name', 'report-bot', '--capability', 'deleteInvoice']);
+      expect(refused.code).toBe(1);
+      expect(JSON.parse(refused.stderr)).toMatchObject({ error: 'capability_denied' });
+    } finally {
+      await sidecar.close();
+      await app.close();
+    }
+  });
+});
