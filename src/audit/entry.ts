@@ -16,6 +16,8 @@ export interface AuditEntry {
   path: string;
   status: number;
   upstreamStatus?: number;
+  /** Response body bytes relayed (for a stream, counted when it ended). */
+  responseBytes?: number;
   requestId: string;
   permission?: 'not_required' | 'approved' | 'constraint_violated' | 'denied' | 'expired';
   /** For approval events: what happened (created, approved, denied, expired, wrong_code). */

@@ -15,6 +15,10 @@ Runs the sidecar: agents call --listen, checked calls go to --upstream.
 Options (each also read from the environment variable shown):
   --policy FILE        policy YAML                         AGENTS_CHAIN_POLICY
   --upstream URL       the app, e.g. http://127.0.0.1:8081 AGENTS_CHAIN_UPSTREAM
+                       (egress mode: the provider's API [the preset's public URL])
+  --agent-key FILE     egress: the agent's private JWK      AGENTS_CHAIN_AGENT_KEY_FILE
+  --agent ID           egress: the agent's id in the policy AGENTS_CHAIN_AGENT
+  --provider-key-file FILE  egress: the provider API key    AGENTS_CHAIN_PROVIDER_KEY (the key)
   --listen HOST:PORT   agent-facing listener [0.0.0.0:8080] AGENTS_CHAIN_LISTEN
   --admin HOST:PORT    operator listener: /healthz, /readyz [0.0.0.0:9090]
                                                             AGENTS_CHAIN_ADMIN
@@ -75,6 +79,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'audit-drain-ms': { type: 'string' },
     'metrics-agent-label': { type: 'boolean' },
     redis: { type: 'string' },
+    'agent-key': { type: 'string' },
+    agent: { type: 'string' },
+    'provider-key-file': { type: 'string' },
     'redis-password-file': { type: 'string' },
     'redis-sentinels': { type: 'string' },
     'redis-sentinel-name': { type: 'string' },
@@ -87,7 +94,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const env = process.env;
   const v = args.values;
   const policyFile = required(v.policy ?? env.AGENTS_CHAIN_POLICY, '--policy', USAGE);
-  const upstream = required(v.upstream ?? env.AGENTS_CHAIN_UPSTREAM, '--upstream', USAGE);
+  const upstreamFlag = v.upstream ?? env.AGENTS_CHAIN_UPSTREAM;
   const level = v['log-level'] ?? env.AGENTS_CHAIN_LOG_LEVEL ?? 'info';
   if (!isLogLevel(level)) throw new UsageError(`--log-level must be debug, info, warn or error, got "${level}"`);
   const maxBodyText = v['max-body'] ?? env.AGENTS_CHAIN_MAX_BODY;
@@ -109,6 +116,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     return 1;
   }
 
+  const upstream = upstreamFlag ?? policy.egress?.preset.baseUrl ?? required(undefined, '--upstream', USAGE);
+  const egress = policy.egress ? await egressOptions(v as Record<string, string | undefined>, env) : undefined;
   const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
   const maxAgents = Number(v['metrics-max-agents'] ?? 100);
   if (!Number.isSafeInteger(maxAgents) || maxAgents <= 0) throw new UsageError('--metrics-max-agents must be a positive whole number');
@@ -125,6 +134,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     adminToken: adminToken || undefined,
     adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
     metrics: { perAgent },
+    egress,
     redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
   });
   const stop = (signal: string): void => {
@@ -192,4 +202,14 @@ async function redisOptions(v: Record<string, string | undefined>, env: NodeJS.P
     prefix: v['redis-prefix'] ?? env.AGENTS_CHAIN_REDIS_PREFIX ?? `agents-chain:{${service}}:`,
     commandTimeoutMs: timeout,
   };
+}
+
+async function egressOptions(v: Record<string, string | undefined>, env: NodeJS.ProcessEnv) {
+  const keyFile = v['agent-key'] ?? env.AGENTS_CHAIN_AGENT_KEY_FILE;
+  const agentId = v.agent ?? env.AGENTS_CHAIN_AGENT;
+  if (!keyFile || !agentId) throw new UsageError('egress mode needs --agent-key FILE and --agent ID (the agent whose calls this sidecar signs)');
+  const providerFile = v['provider-key-file'];
+  const providerKey = providerFile ? (await readFile(providerFile, 'utf8')).trim() : env.AGENTS_CHAIN_PROVIDER_KEY;
+  if (!providerKey) throw new UsageError('egress mode needs the provider API key: AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file');
+  return { agentId, agentKey: JSON.parse(await readFile(keyFile, 'utf8')) as import('jose').JWK, providerKey };
 }

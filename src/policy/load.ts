@@ -5,6 +5,7 @@ import { importAgentKey, thumbprintOf } from '../identity/keys.js';
 import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/template.js';
 import { PolicyError, keyOf, locate, type PathPart, type PolicyIssue } from './issues.js';
 import { validateAgainstSchema } from './schema.js';
+import { PRESETS, type Preset } from '../egress/presets.js';
 import { grantKey, type Agent, type Capability, type Constraints, type EndpointAuth, type EndpointName, type Grant, type Host, type Policy, type Route } from './types.js';
 
 export async function loadPolicyFile(file: string): Promise<Policy> {
@@ -42,6 +43,9 @@ export async function loadPolicyText(text: string, file = '<policy>'): Promise<P
 }
 
 interface RawPolicy {
+  mode?: 'ingress' | 'egress';
+  preset?: Preset['name'];
+  unmapped?: 'pass' | 'deny';
   provider: Policy['provider'];
   constraintAware?: boolean;
   audit?: { onAuditFailure?: 'deny' | 'allow'; redact?: string[] };
@@ -53,7 +57,7 @@ interface RawPolicy {
     maxPending?: number;
     notifier?: { webhook?: { url?: string; urlEnv?: string; format?: 'json' | 'slack'; headers?: Record<string, string>; headersEnv?: Record<string, string>; retries?: number } };
   };
-  capabilities: Capability[];
+  capabilities?: Capability[];
   public?: { method: string; path: string }[];
   agents?: { id: string; name: string; publicKey: Record<string, string> }[];
   hosts?: { id: string; name: string; publicKey: Record<string, string>; defaultCapabilities?: (string | { capability: string; constraints?: Constraints })[]; maxAgents?: number }[];
@@ -89,7 +93,24 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     addRoute(['<sidecar>'], e.method, e.path, (template) => ({ kind: 'endpoint', method: e.method, template, endpoint: e.endpoint, audience: e.audience, auth: e.auth }));
   }
 
-  raw.capabilities.forEach((c, i) => {
+  const egress = raw.mode === 'egress';
+  const preset = egress && raw.preset ? PRESETS[raw.preset] : undefined;
+  if (egress && !raw.preset) at(['mode'], 'egress mode needs a preset: openai or anthropic', true);
+  if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
+  if (egress && raw.capabilities?.length) at(['capabilities'], 'in egress mode the capabilities come from the preset; remove this list', true);
+  if (!egress && !raw.capabilities) at([], 'capabilities is required (the app\'s named operations)');
+  // Egress: the preset's table is the capability list (variants are capabilities without a route of their own).
+  preset?.routes.forEach((r) => {
+    const cap: Capability = { name: r.capability, method: r.method, path: r.path, description: `${preset.name} ${r.method} ${r.path}`, ...(r.multipart ? { multipart: true, maxBodyBytes: 25 * 1024 * 1024 } : {}) };
+    capabilities.set(cap.name, cap);
+    const variants = r.variants?.map((v) => {
+      const vc: Capability = { name: v.capability, method: r.method, path: r.path, description: `${preset.name} ${r.method} ${r.path} (${v.header ? `with ${v.header}` : `"${v.bodyFlag}": true`})` };
+      capabilities.set(vc.name, vc);
+      return { capability: vc, header: v.header, bodyFlag: v.bodyFlag };
+    });
+    addRoute(['preset'], r.method, r.path, (template) => ({ kind: 'capability', method: r.method, template, capability: cap, ...(variants ? { variants } : {}) }));
+  });
+  (raw.capabilities ?? []).forEach((c, i) => {
     if (capabilities.has(c.name)) return at(['capabilities', i, 'name'], `duplicate capability name "${c.name}"`);
     capabilities.set(c.name, c);
     addRoute(['capabilities', i], c.method, c.path, (template) => ({ kind: 'capability', method: c.method, template, capability: c }));
@@ -156,6 +177,7 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     }
     const constraints = g.constraints ?? {};
     if (cap) checkConstraints(constraints, cap, [...path, 'constraints'], at);
+    if (cap?.multipart && Object.keys(constraints).length) at([...path, 'constraints'], `"${cap.name}" takes multipart/form-data bodies, which the sidecar forwards unread: constraints on it could never be checked`);
     const k = grantKey(g.agent, g.capability);
     if (grants.has(k)) return at(path, `second grant of "${g.capability}" to "${g.agent}"; merge them into one`);
     grants.set(k, { agent: g.agent, capability: g.capability, status: g.status, expiresAt, constraints });
@@ -201,6 +223,7 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
         }
       : undefined,
     provider: raw.provider,
+    ...(preset ? { egress: { preset, unmapped: raw.unmapped ?? 'pass' } } : {}),
     capabilities,
     routes,
     agents,

@@ -1,4 +1,5 @@
 import type { KeyObject } from 'node:crypto';
+import type { Preset } from '../egress/presets.js';
 import type { PathTemplate } from '../routing/template.js';
 
 /** An Ed25519 public key, imported once when the policy loads. */
@@ -22,6 +23,15 @@ export interface Capability {
   path: string;
   inputSchema?: Record<string, unknown>;
   maxBodyBytes?: number;
+  /** multipart/form-data bodies (egress presets): forwarded unmodified, never constrained. */
+  multipart?: boolean;
+}
+
+/** A capability route read as another capability when a header is present or a JSON body flag is true. */
+export interface CapabilityVariant {
+  capability: Capability;
+  header?: string;
+  bodyFlag?: string;
 }
 
 export interface Agent {
@@ -65,7 +75,7 @@ export type EndpointName =
 export type EndpointAuth = 'agent' | 'host' | 'none' | 'optional_agent';
 
 export type Route =
-  | { kind: 'capability'; method: string; template: PathTemplate; capability: Capability }
+  | { kind: 'capability'; method: string; template: PathTemplate; capability: Capability; variants?: CapabilityVariant[] }
   | { kind: 'public'; method: string; template: PathTemplate }
   | { kind: 'endpoint'; method: string; template: PathTemplate; endpoint: EndpointName; audience: string; auth: EndpointAuth };
 
@@ -120,6 +130,8 @@ export interface Policy {
   audit: { onAuditFailure: 'deny' | 'allow'; redact: RegExp[] };
   /** Present when request_permission is on (constraintAware and accessRequests both set). */
   accessRequests?: AccessRequestSettings;
+  /** Egress mode: the sidecar guards the agent's calls to a model provider. */
+  egress?: { preset: Preset; unmapped: 'pass' | 'deny' };
 }
 
 export function grantKey(agent: string, capability: string): string {

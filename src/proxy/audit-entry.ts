@@ -19,7 +19,7 @@ export function capabilityName(call: Call): string | null {
 }
 
 /** The audit entry for one call, from what the pipeline learnt. Pure. */
-export function callEntry(call: Call, outcome: { status: number; upstreamStatus?: number; denial?: Denial; permission?: AuditEntry['permission'] }, nowMs: number): AuditEntry {
+export function callEntry(call: Call, outcome: { status: number; upstreamStatus?: number; responseBytes?: number; denial?: Denial; permission?: AuditEntry['permission'] }, nowMs: number): AuditEntry {
   const agent = call.verified?.agent;
   const result = resultOf(outcome);
   return {
@@ -37,6 +37,7 @@ export function callEntry(call: Call, outcome: { status: number; upstreamStatus?
     path: call.target?.path ?? String(call.req.url ?? ''),
     status: outcome.status,
     ...(outcome.upstreamStatus !== undefined ? { upstreamStatus: outcome.upstreamStatus } : {}),
+    ...(outcome.responseBytes !== undefined ? { responseBytes: outcome.responseBytes } : {}),
     requestId: call.requestId,
     ...(outcome.permission ? { permission: outcome.permission } : {}),
   };

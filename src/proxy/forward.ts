@@ -22,6 +22,8 @@ export interface ForwardRequest {
 
 export interface ForwardResult {
   status: number;
+  /** Response body bytes relayed to the caller (a stream's total, once it ended). */
+  bytes?: number;
 }
 
 /**
@@ -72,9 +74,11 @@ export class Upstream {
     // A streamed response (SSE, chunked) gets its headers at once; a sized one
     // sends them with the body, in one write.
     if (headers['content-length'] === undefined) res.flushHeaders();
+    let bytes = 0;
+    upstream.body.on('data', (c: Buffer) => { bytes += c.length; });
     await relay(upstream.body, res);
     res.off('close', onClose);
-    return { status: upstream.statusCode };
+    return { status: upstream.statusCode, bytes };
   }
 
   /**

@@ -1,3 +1,5 @@
+import { CREDENTIAL_HEADERS } from '../egress/presets.js';
+
 /**
  * Header hygiene between caller, sidecar and app. Identity reaches the app
  * only through headers the sidecar itself sets; anything a caller could use
@@ -39,9 +41,14 @@ function connectionListed(raw: readonly string[]): Set<string> {
  */
 export function upstreamRequestHeaders(
   raw: readonly string[],
-  opts: { tokenHeader?: string; identity?: Identity; requestId: string; bodyLength?: number },
+  opts: {
+    tokenHeader?: string; identity?: Identity; requestId: string; bodyLength?: number;
+    /** Egress: the provider key to set; every key header the agent's SDK sent, and its Host, are dropped. */
+    credential?: [name: string, value: string];
+  },
 ): string[] {
   const listed = connectionListed(raw);
+  const credential = opts.credential;
   const token = opts.tokenHeader?.toLowerCase();
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
@@ -51,11 +58,13 @@ export function upstreamRequestHeaders(
     if (lower.includes('_')) continue;
     if (HOP_BY_HOP.has(lower) || listed.has(lower) || METHOD_OVERRIDES.has(lower)) continue;
     if (lower === token || lower.startsWith('x-agent-') || lower.startsWith('x-forwarded-')) continue;
+    if (credential && (lower === 'host' || CREDENTIAL_HEADERS.includes(lower) || lower === credential[0].toLowerCase())) continue;
     if (SIDECAR_OWNED.has(lower) && !(lower === 'content-length' && opts.bodyLength === undefined)) continue;
     out.push(name, raw[i + 1]!);
   }
   if (opts.bodyLength !== undefined && opts.bodyLength > 0) out.push('content-length', String(opts.bodyLength));
   out.push('x-request-id', opts.requestId);
+  if (credential) out.push(credential[0], credential[1]);
   if (opts.identity) {
     out.push('x-agent-id', opts.identity.agentId, 'x-agent-name', opts.identity.agentName, 'x-agent-capability', opts.identity.capability);
   }

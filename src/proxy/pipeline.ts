@@ -13,7 +13,7 @@ import { presentDenial } from './present.js';
 import { sendJson } from './respond.js';
 import {
   applyValueApprovals, checkAuditAvailable, checkGrant, checkHostReplay, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
-  ifTokenSent, readArguments, readBody, readToken, verifyHost, verifyToken, type Call, type Deps, type Stage,
+  ifTokenSent, readArguments, readBody, readToken, selectVariant, signAsAgent, verifyHost, verifyToken, type Call, type Deps, type Stage,
 } from './stages.js';
 
 /** Every request: is it well formed, and where does it go? */
@@ -32,6 +32,23 @@ const AUTHORIZATION: Stage[] = [
   enforceConstraints,  // any violation left refuses the call
 ];
 
+/**
+ * Egress (the agent's own guard): the body first (it may name the
+ * capability), then the sidecar signs as the agent, then the same checks.
+ */
+const EGRESS_AUTHORIZATION: Stage[] = [
+  readBody,            // bounded buffer, as on ingress
+  selectVariant,       // message vs message.stream vs message.beta
+  signAsAgent,         // the agent's key lives here, not in the agent's container
+  verifyToken,         // steps 1–7, exactly as on ingress
+  checkReplay,         // step 8
+  checkGrant,          // step 9
+  readArguments,
+  evaluateArguments,   // step 9b: model, max_tokens, temperature, ...
+  applyValueApprovals,
+  enforceConstraints,
+];
+
 /** The sidecar's own endpoints, by who may call them: an agent token for the endpoint's audience, a host token, anyone. */
 const AGENT_AUTHENTICATION: Stage[] = [readToken, verifyToken, checkReplay];
 const ENDPOINT_AUTHENTICATION: Record<EndpointAuth, Stage[]> = {
@@ -44,9 +61,10 @@ const ENDPOINT_AUTHENTICATION: Record<EndpointAuth, Stage[]> = {
 /** Public routes: no token, but the body is still bounded and buffered (no slow body can pin an upstream connection). */
 const PUBLIC: Stage[] = [readBody];
 
-function stagesFor(route: Route): Stage[] {
+function stagesFor(route: Route, egress: boolean): Stage[] {
   if (route.kind === 'endpoint') return ENDPOINT_AUTHENTICATION[route.auth];
-  return route.kind === 'capability' ? AUTHORIZATION : PUBLIC;
+  if (route.kind === 'public') return PUBLIC;
+  return egress ? EGRESS_AUTHORIZATION : AUTHORIZATION;
 }
 
 export interface PipelineDeps extends Deps {
@@ -57,7 +75,7 @@ export interface PipelineDeps extends Deps {
 export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: PipelineDeps): Promise<void> {
   const call: Call = { req, requestId: randomUUID(), startedAt: deps.now(), startedHr: performance.now() };
   try {
-    const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(stagesFor(call.route!), call, deps));
+    const denial = (await runStages(ROUTING, call, deps)) ?? (await runStages(stagesFor(call.route!, deps.policy.egress !== undefined), call, deps));
     if (denial) return refuse(call, res, denial, deps);
     if (call.route!.kind === 'endpoint') {
       await serveEndpoint(call, res, deps, (d, cap) => refuse(call, res, d, deps, cap));
@@ -71,7 +89,7 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
     call.upstreamSeconds = (performance.now() - sent) / 1000;
     if (isDenial(forwarded)) return refuse(call, res, forwarded, deps);
     const permission = call.route!.kind === 'capability' ? 'not_required' : undefined;
-    call.outcome = { status: forwarded.status, upstreamStatus: forwarded.status, permission };
+    call.outcome = { status: forwarded.status, upstreamStatus: forwarded.status, responseBytes: forwarded.bytes, permission };
     deps.log.debug('call forwarded', { ...describe(call), status: forwarded.status });
   } catch (err) {
     if (err instanceof ClientAbortedError) {
@@ -113,11 +131,14 @@ async function runStages(stages: Stage[], call: Call, deps: Deps): Promise<Denia
 function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
   const { req, route, verified } = call;
   const isCapability = route!.kind === 'capability';
-  const identity = verified && route!.kind === 'capability'
+  const egress = deps.egress;
+  // Egress: the provider learns nothing of the agent's identity headers, and gets the sidecar's key only.
+  const identity = verified && route!.kind === 'capability' && !egress
     ? { agentId: verified.agent.id, agentName: verified.agent.name, capability: route!.capability.name }
     : undefined;
   const headers = upstreamRequestHeaders(req.rawHeaders, {
-    tokenHeader: isCapability ? deps.tokenHeader : undefined,
+    tokenHeader: isCapability && !egress ? deps.tokenHeader : undefined,
+    credential: egress?.credential,
     identity,
     requestId: call.requestId,
     bodyLength: call.body?.length,

@@ -10,6 +10,8 @@ import { MemoryReplayStore, type ReplayStore } from '../auth/replay.js';
 import { RedisReplayStore } from '../auth/replay-redis.js';
 import { RedisAccessRequestStore } from '../approvals/store-redis.js';
 import { connectRedis, redisReady, type RedisSettings } from '../redis/connect.js';
+import type { JWK } from 'jose';
+import { createAgentSigner, type AgentSigner } from '../identity/client.js';
 import { RegisteredAgents } from '../registration/directory.js';
 import { MemoryAgentRegistry, type AgentRegistry } from '../registration/registry.js';
 import { RedisAgentRegistry } from '../registration/registry-redis.js';
@@ -56,6 +58,8 @@ export interface SidecarOptions {
   redis?: RedisSettings;
   /** Overrides where registered agents are kept (tests, embedding). */
   agentRegistry?: AgentRegistry;
+  /** Egress mode: the agent whose calls the sidecar signs (listed in the policy), and the provider's API key. */
+  egress?: { agentId: string; agentKey: JWK; providerKey: string };
 }
 
 export interface Sidecar {
@@ -99,6 +103,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     pendingAccessRequests: approvals ? async () => (await approvals.pending()).length : undefined,
     audit: audit && (() => ({ buffered: audit.buffered, spoolBytes: audit.stats.spoolBytes, oldestUnexportedAgeSeconds: audit.oldestUnexportedAgeSeconds(now()), available: audit.available })),
   });
+  const egress = opts.policy.egress ? await egressIdentity(opts) : undefined;
   const deps: PipelineDeps = {
     policy: opts.policy,
     replay: opts.replay ?? shared?.replay ?? new MemoryReplayStore(undefined, now),
@@ -110,6 +115,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     approvals,
     audit,
     metrics,
+    egress,
     registered: opts.policy.hosts.size > 0
       ? new RegisteredAgents(opts.agentRegistry ?? (shared ? new RedisAgentRegistry(shared.client, opts.redis!.prefix) : new MemoryAgentRegistry()))
       : undefined,
@@ -159,6 +165,18 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       await shared?.close();
     },
   };
+}
+
+/** Egress: the agent's signer (its key must be the policy's key for that agent) and the provider credential header. */
+async function egressIdentity(opts: SidecarOptions): Promise<{ signer: AgentSigner; credential: [string, string] }> {
+  const preset = opts.policy.egress!.preset;
+  if (!opts.egress) throw new Error(`egress mode (${preset.name}) needs the agent's key (--agent-key, --agent) and the provider key (AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file)`);
+  const agent = opts.policy.agents.get(opts.egress.agentId);
+  if (!agent) throw new Error(`--agent ${opts.egress.agentId} is not an agent in the policy`);
+  const signer = await createAgentSigner(opts.egress.agentKey, agent.id);
+  if (signer.thumbprint !== agent.thumbprint) throw new Error(`--agent-key is not the key the policy lists for ${agent.id}`);
+  if (!opts.egress.providerKey) throw new Error('the provider key is empty');
+  return { signer, credential: [preset.credential.header, `${preset.credential.prefix}${opts.egress.providerKey}`] };
 }
 
 /** One command connection (auto-pipelined) and one subscriber, shared by the Redis-backed stores. */

@@ -3,6 +3,7 @@ import { extractToken } from '../auth/extract.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js';
 import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type VerifiedToken } from '../auth/verify.js';
+import type { AgentSigner } from '../identity/client.js';
 import type { RegisteredAgents } from '../registration/directory.js';
 import { verifyHostToken, type VerifiedHostToken } from '../registration/host-token.js';
 import { argumentLookup, planArguments, type ArgumentPlan } from '../constraints/arguments.js';
@@ -33,6 +34,8 @@ export interface Deps {
   metrics?: SidecarMetrics;
   /** Agents registered by hosts (present when the policy lists hosts). */
   registered?: RegisteredAgents;
+  /** Egress mode: the agent's signer and the provider credential header set on every forwarded call. */
+  egress?: { signer: AgentSigner; credential: [name: string, value: string] };
 }
 
 /** One call as it moves through the pipeline; each stage fills in its part. */
@@ -58,7 +61,7 @@ export interface Call {
   json?: unknown;
   violations?: ConstraintViolation[];
   /** How the call ended, for the audit entry. */
-  outcome?: { status: number; upstreamStatus?: number; denial?: Denial; permission?: 'not_required' | 'approved' };
+  outcome?: { status: number; upstreamStatus?: number; responseBytes?: number; denial?: Denial; permission?: 'not_required' | 'approved' };
 }
 
 /** A stage continues (undefined) or refuses with a typed denial. */
@@ -83,8 +86,16 @@ export const checkRequestShape: Stage = (call) => {
   return checkQueryShape(target.query);
 };
 
+/** Egress paths that are in no preset table, with `unmapped: pass`: forwarded (with the provider key) unchecked, but audited. */
+const UNMAPPED: Route = { kind: 'public', method: '*', template: { source: '(unmapped)', segments: [] } };
+
 export const findRoute: Stage = (call, deps) => {
   const match = matchRoute(deps.policy.routes, call.req.method ?? '', call.target!.segments);
+  if (!match && deps.policy.egress?.unmapped === 'pass') {
+    call.route = UNMAPPED;
+    call.params = {};
+    return undefined;
+  }
   if (!match) return deny('unknown_route', `no capability is mapped to ${call.req.method} ${call.target!.path}`);
   call.route = match.route;
   call.params = match.params;
@@ -174,6 +185,40 @@ export const readBody: Stage = async (call, deps) => {
   const body = await readBodyLimited(call.req, limit);
   if (isDenial(body)) return body;
   call.body = body;
+  return undefined;
+};
+
+/**
+ * Egress: one route may be several capabilities (Anthropic's /v1/messages is
+ * message, message.stream with "stream": true, message.beta with an
+ * anthropic-beta header). The first variant that applies names the call.
+ */
+export const selectVariant: Stage = (call) => {
+  const route = call.route!;
+  if (route.kind !== 'capability' || !route.variants) return undefined;
+  let json: unknown;
+  for (const v of route.variants) {
+    if (v.header && call.req.headers[v.header] !== undefined) return void (call.route = { ...route, capability: v.capability });
+    if (v.bodyFlag && call.body?.length) {
+      if (json === undefined) {
+        try {
+          json = parseStrictJsonBytes(call.body);
+        } catch (err) {
+          return deny('invalid_body', `the body is not valid JSON: ${(err as Error).message}`);
+        }
+      }
+      if (typeof json === 'object' && json !== null && (json as Record<string, unknown>)[v.bodyFlag] === true) {
+        return void (call.route = { ...route, capability: v.capability });
+      }
+    }
+  }
+  return undefined;
+};
+
+/** Egress: the sidecar holds the agent's key and signs each call itself, then verifies it like any other. */
+export const signAsAgent: Stage = async (call, deps) => {
+  if (!deps.egress) return deny('internal_error', 'egress mode without an agent key');
+  call.token = await deps.egress.signer.sign(capabilityOf(call));
   return undefined;
 };
 
