@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-.PHONY: demo test test-node24 build lint bench clean
+.PHONY: demo test test-node24 build lint bench clean image-check
 
 $(NODE_MODULES_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -29,6 +29,12 @@ bench: build
 
 clean:
 	rm -rf dist
+
+# What the container image does, without an engine (none runs here): production dependencies
+# only, started as the image's non-root user, ready, clean exit on SIGTERM. The Dockerfile's
+# rules are checked by test/unit/dockerfile.test.ts.
+image-check: build
+	node test/image/check.mjs
 
 # The production image runs Node 24; the machines here have Node 20. This runs the
 # same suite on Node 24 from the npm package that ships its binary.

@@ -17,6 +17,7 @@ export type ApprovalEvent = 'created' | 'approved' | 'denied' | 'expired' | 'wro
 export type ResolutionError = 'not_found' | 'already_resolved' | 'invalid_code' | 'too_many_attempts' | 'invalid_scope';
 
 const WRONG_CODE_LIMIT = 5;
+const RELEASE = Symbol('release waiters');
 const WRONG_CODE_WINDOW_MS = 60_000;
 
 export interface NewAccessRequest {
@@ -43,6 +44,7 @@ export class ApprovalService {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly wrongCodes = new Map<string, number[]>();
   private readonly unsubscribe?: () => void;
+  private released = false;
 
   constructor(
     private readonly store: AccessRequestStore,
@@ -90,20 +92,36 @@ export class ApprovalService {
     return all.filter((r) => r.expiresAt > now);
   }
 
-  /** Resolves when the request is final: denied, expired, or approved and executed. */
-  async waitForFinal(id: string): Promise<AccessRequest | undefined> {
+  /**
+   * Shutdown: every caller still waiting is released with 'released' (told to
+   * poll the request's status URL, on another replica if state is shared).
+   */
+  releaseWaiters(): void {
+    this.released = true;
+    this.events.emit(RELEASE);
+  }
+
+  /** Resolves when the request is final: denied, expired, or approved and executed; 'released' on shutdown. */
+  async waitForFinal(id: string): Promise<AccessRequest | undefined | 'released'> {
+    if (this.released) return 'released';
     const isFinal = (r: AccessRequest | undefined) => !r || (r.state !== 'pending' && (r.state !== 'approved' || r.outcome !== undefined));
     // Subscribe before reading, so a change between the two is not missed.
     return new Promise((resolve) => {
       let done = false;
+      const finish = (r: AccessRequest | undefined | 'released'): void => {
+        done = true;
+        this.events.off(id, check);
+        this.events.off(RELEASE, release);
+        resolve(r);
+      };
       const check = async (): Promise<void> => {
         const r = await this.store.get(id);
         if (done || !isFinal(r)) return;
-        done = true;
-        this.events.off(id, check);
-        resolve(r);
+        finish(r);
       };
+      const release = (): void => { if (!done) finish('released'); };
       this.events.on(id, check);
+      this.events.once(RELEASE, release);
       void check();
     });
   }

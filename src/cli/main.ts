@@ -2,6 +2,7 @@
 import { approvalsCommand } from './approvals.js';
 import { auditCommand } from './audit.js';
 import { contextCommand } from './context.js';
+import { injectCommand } from './inject.js';
 import { keygenCommand } from './keygen.js';
 import { policyCommand } from './policy.js';
 import { registerCommand } from './register.js';
@@ -17,6 +18,7 @@ Commands:
   serve         run the sidecar in front of an app
   keygen        create an Ed25519 key pair for an agent or a host
   register      register an agent with a sidecar, as a trusted host
+  inject        add the sidecar to Kubernetes manifests (stdin to stdout; a Helm post-renderer)
   token         mint a single-use agent+jwt for one call
   policy check  validate a policy file (exit 1 on errors)
   context       print an agent's constraint context (system-prompt block)
@@ -30,6 +32,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   serve: serveCommand,
   keygen: keygenCommand,
   register: registerCommand,
+  inject: injectCommand,
   token: tokenCommand,
   policy: policyCommand,
   context: contextCommand,

@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { isLogLevel, createLogger } from '../log.js';
 import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile } from '../policy/load.js';
+import { watchPolicyFile } from '../policy/watch.js';
 import { DEFAULT_MAX_BODY_BYTES, startSidecar } from '../proxy/server.js';
 import type { RedisSettings } from '../redis/connect.js';
 import { parseCommand, required, UsageError } from './args.js';
@@ -26,6 +27,9 @@ Options (each also read from the environment variable shown):
                                                             AGENTS_CHAIN_TOKEN_HEADER
   --max-body BYTES     request body limit [${DEFAULT_MAX_BODY_BYTES}]        AGENTS_CHAIN_MAX_BODY
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
+  --no-watch           do not watch the policy file (SIGHUP still reloads it)
+  --shutdown-grace-ms N  on SIGTERM, how long calls in flight may take [15000];
+                       the audit drain (--audit-drain-ms) follows
   --admin-token-file FILE  bearer token for the approvals API on --admin
                                                             AGENTS_CHAIN_ADMIN_TOKEN
   --audit-key-file FILE    base64 32-byte AES key(s), one per line, current first;
@@ -82,6 +86,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'agent-key': { type: 'string' },
     agent: { type: 'string' },
     'provider-key-file': { type: 'string' },
+    'no-watch': { type: 'boolean' },
+    'shutdown-grace-ms': { type: 'string' },
     'redis-password-file': { type: 'string' },
     'redis-sentinels': { type: 'string' },
     'redis-sentinel-name': { type: 'string' },
@@ -135,10 +141,16 @@ export async function serveCommand(argv: string[]): Promise<number> {
     adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
     metrics: { perAgent },
     egress,
+    shutdownGraceMs: positive(v['shutdown-grace-ms'], '--shutdown-grace-ms'),
     redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
   });
+  // Live reload: the policy file is watched (ConfigMap symlink swaps included) and SIGHUP forces a re-read.
+  const reload = (): void => void sidecar.reloadPolicy();
+  const watcher = v['no-watch'] ? undefined : watchPolicyFile(policyFile, reload);
+  process.on('SIGHUP', reload);
   const stop = (signal: string): void => {
     log.info('shutting down', { signal });
+    watcher?.close();
     void sidecar.close().then(() => process.exit(0));
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
@@ -212,4 +224,11 @@ async function egressOptions(v: Record<string, string | undefined>, env: NodeJS.
   const providerKey = providerFile ? (await readFile(providerFile, 'utf8')).trim() : env.AGENTS_CHAIN_PROVIDER_KEY;
   if (!providerKey) throw new UsageError('egress mode needs the provider API key: AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file');
   return { agentId, agentKey: JSON.parse(await readFile(keyFile, 'utf8')) as import('jose').JWK, providerKey };
+}
+
+function positive(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive whole number`);
+  return n;
 }

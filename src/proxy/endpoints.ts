@@ -94,6 +94,10 @@ async function requestPermission(call: Call, res: ServerResponse, deps: Deps, re
     return sendJson(res, 202, pendingBody(created), { 'x-request-id': call.requestId, 'preference-applied': 'respond-async', location: statusUrl(created) });
   }
   const final = await approvals.waitForFinal(created.id);
+  if (final === 'released') {
+    // The sidecar is shutting down: the request stays pending; its status URL answers once a human decides.
+    return void sendJson(res, 503, { error: 'shutting_down', message: 'the sidecar is shutting down; the request is still pending: poll its status URL', requestId: created.id, statusUrl: statusUrl(created) }, { 'x-request-id': call.requestId, location: statusUrl(created), 'retry-after': '1' });
+  }
   const { status, body } = outcomeResponse(deps.policy, final ?? created, violationDenial(violations));
   if (!res.destroyed) sendJson(res, status, body, permissionHeaders(call, final ?? created));
 }

@@ -17,6 +17,8 @@ import { MemoryAgentRegistry, type AgentRegistry } from '../registration/registr
 import { RedisAgentRegistry } from '../registration/registry-redis.js';
 import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
+import { formatIssue, PolicyError } from '../policy/issues.js';
+import { loadPolicyFile, loadPolicyText } from '../policy/load.js';
 import { adminHandler } from './admin.js';
 import { Upstream } from './forward.js';
 import { AuditTrail, type AuditObserver, type AuditTrailOptions } from '../audit/trail.js';
@@ -58,6 +60,8 @@ export interface SidecarOptions {
   redis?: RedisSettings;
   /** Overrides where registered agents are kept (tests, embedding). */
   agentRegistry?: AgentRegistry;
+  /** On close: how long calls in flight (and callers waiting for a human) get before they are cut [15 s]. */
+  shutdownGraceMs?: number;
   /** Egress mode: the agent whose calls the sidecar signs (listed in the policy), and the provider's API key. */
   egress?: { agentId: string; agentKey: JWK; providerKey: string };
 }
@@ -65,8 +69,18 @@ export interface SidecarOptions {
 export interface Sidecar {
   url: string;
   adminUrl: string;
+  /** The active policy's SHA-256. */
+  readonly policyHash: string;
+  /**
+   * Re-reads the policy file (or takes `text`), validates it fully and swaps
+   * it in between requests; an invalid policy is refused and the last good one
+   * keeps serving. Calls in flight finish under the policy they started with.
+   */
+  reloadPolicy(text?: string): Promise<ReloadResult>;
   close(): Promise<void>;
 }
+
+export type ReloadResult = { ok: true; changed: boolean; hash: string } | { ok: false; issues: string[] };
 
 export function parseHostPort(s: string, flag: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(s);
@@ -90,7 +104,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         opts.accessRequestStore ?? shared?.accessRequests ?? new MemoryAccessRequestStore(),
         opts.policy.accessRequests,
         opts.notifier ?? webhookFrom(opts, log),
-        executor(upstream, opts.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
+        executor(upstream, () => current.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
         log,
         now,
         (event, r) => {
@@ -122,7 +136,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   };
   let ready = false;
 
-  const data = createServer({ requireHostHeader: true }, (req, res) => void handleCall(req, res, deps));
+  // Each call takes the deps current when it arrives, and keeps them: a reload swaps the whole object.
+  let current = deps;
+  const data = createServer({ requireHostHeader: true }, (req, res) => void handleCall(req, res, current));
   data.keepAliveTimeout = 65_000;
   // A caller gets 10 s to send its headers and 30 s for the whole request (slow-body callers are cut off).
   data.headersTimeout = 10_000;
@@ -152,19 +168,68 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     policy: opts.policy.file, policyHash: opts.policy.hash,
   });
 
+  let reloading: Promise<ReloadResult> = Promise.resolve({ ok: true, changed: false, hash: opts.policy.hash });
+  const reloadOnce = async (text?: string): Promise<ReloadResult> => {
+    let next: Policy;
+    try {
+      next = text === undefined ? await loadPolicyFile(opts.policy.file) : await loadPolicyText(text, opts.policy.file);
+    } catch (err) {
+      const issues = err instanceof PolicyError ? err.issues.map(formatIssue) : [(err as Error).message];
+      metrics.policyReloaded({ ok: false });
+      log.error('policy reload refused; the last good policy keeps serving', { policy: opts.policy.file, activeHash: current.policy.hash, issues });
+      return { ok: false, issues };
+    }
+    if (next.hash === current.policy.hash) return { ok: true, changed: false, hash: next.hash };
+    const refused = reloadConflict(current.policy, next);
+    if (refused) {
+      metrics.policyReloaded({ ok: false });
+      log.error('policy reload refused; the last good policy keeps serving', { policy: opts.policy.file, activeHash: current.policy.hash, issues: [refused] });
+      return { ok: false, issues: [refused] };
+    }
+    current = { ...current, policy: next, registered: next.hosts.size > 0 ? current.registered ?? deps.registered ?? new RegisteredAgents(new MemoryAgentRegistry()) : undefined };
+    metrics.policyReloaded({ ok: true, hash: next.hash, nowMs: now() });
+    log.info('policy reloaded', { policy: opts.policy.file, policyHash: next.hash });
+    return { ok: true, changed: true, hash: next.hash };
+  };
+
   return {
     url: urlOf(dataAddr),
     adminUrl: urlOf(adminAddr),
+    get policyHash() {
+      return current.policy.hash;
+    },
+    reloadPolicy(text?: string) {
+      // One at a time, in order: the last file read wins.
+      reloading = reloading.then(() => reloadOnce(text));
+      return reloading;
+    },
     async close() {
+      // Readiness first, so the endpoints controller stops sending; then stop accepting and let calls finish.
       ready = false;
+      const grace = opts.shutdownGraceMs ?? 15_000;
+      // Callers waiting for a human are released just before the deadline, with a status URL to poll.
+      const release = setTimeout(() => approvals?.releaseWaiters(), Math.max(0, grace - 1_000));
+      // The admin listener stays up meanwhile: probes see not-ready, Prometheus can still scrape.
+      await closeServer(data, grace);
+      clearTimeout(release);
+      await closeServer(admin, 1_000);
       approvals?.close();
-      await Promise.all([closeServer(data), closeServer(admin)]);
       // In-flight calls are done: flush and deliver what we can; the rest stays in the spool.
       await audit?.drain(opts.audit?.drainMs ?? 10_000);
       await upstream.close();
       await shared?.close();
     },
   };
+}
+
+/**
+ * What a live reload cannot change: the parts other components were built
+ * from at start (egress identity, access-request settings). A restart applies those.
+ */
+function reloadConflict(active: Policy, next: Policy): string | undefined {
+  if ((active.egress?.preset.name ?? 'ingress') !== (next.egress?.preset.name ?? 'ingress')) return 'mode and preset cannot change on reload; restart the sidecar';
+  if (JSON.stringify(active.accessRequests ?? null) !== JSON.stringify(next.accessRequests ?? null)) return 'accessRequests settings cannot change on reload; restart the sidecar';
+  return undefined;
 }
 
 /** Egress: the agent's signer (its key must be the policy's key for that agent) and the provider credential header. */
@@ -209,10 +274,10 @@ function countApprovalEvent(m: SidecarMetrics, event: ApprovalEvent, r: AccessRe
 }
 
 /** Runs an approved call exactly as a normal one: same route, identity headers, the planned body. */
-function executor(upstream: Upstream, policy: Policy, now: () => number, maxBytes: number): Executor {
+function executor(upstream: Upstream, activePolicy: () => Policy, now: () => number, maxBytes: number): Executor {
   return async (r) => {
-    // The grant may have been revoked or have expired while the human thought about it.
-    const grant = findActiveGrant(policy.grants, r.agentId, r.capability, now());
+    // The grant may have been revoked, have expired or been reloaded away while the human thought about it.
+    const grant = findActiveGrant(activePolicy().grants, r.agentId, r.capability, now());
     if (isDenial(grant)) return { status: 403, body: { error: grant.code, message: grant.message } };
     const body = r.body === undefined ? undefined : Buffer.from(r.body, 'base64');
     const headers = upstreamRequestHeaders([...r.headers, ...(body ? ['content-type', 'application/json'] : [])], {
@@ -271,12 +336,18 @@ function listen(server: Server, at: { host: string; port: number }): Promise<Add
   });
 }
 
-/** Stops accepting, lets in-flight calls finish for up to `graceMs`, then cuts what is left. */
+/**
+ * Stops accepting, lets in-flight calls finish for up to `graceMs`, then cuts
+ * what is left. Keep-alive connections are closed as soon as they go idle
+ * (server.close alone closes only those idle at the moment it is called).
+ */
 function closeServer(server: Server, graceMs = 5_000): Promise<void> {
   return new Promise((resolve) => {
-    const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-    timer.unref();
-    server.close(() => { clearTimeout(timer); resolve(); });
+    const deadline = setTimeout(() => server.closeAllConnections(), graceMs);
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    deadline.unref();
+    sweep.unref();
+    server.close(() => { clearTimeout(deadline); clearInterval(sweep); resolve(); });
     server.closeIdleConnections();
   });
 }

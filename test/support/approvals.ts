@@ -78,7 +78,7 @@ ${bots.map((b) => `  - { agent: ${b.id}, capability: send_sms, status: active, c
 `;
 }
 
-export async function startApprovalEnv(opts: { ttl?: string; agents?: number; webhookUrl?: string; envelope?: string; violationStatus?: number; audit?: SidecarOptions['audit'] } = {}): Promise<ApprovalEnv> {
+export async function startApprovalEnv(opts: { ttl?: string; agents?: number; webhookUrl?: string; envelope?: string; violationStatus?: number; audit?: SidecarOptions['audit']; shutdownGraceMs?: number } = {}): Promise<ApprovalEnv> {
   const bots = await Promise.all(Array.from({ length: opts.agents ?? 1 }, (_, i) => testAgent(`sms-bot-${i}`)));
   const app = await startRecorder();
   app.handler = (r, res) => {
@@ -89,7 +89,7 @@ export async function startApprovalEnv(opts: { ttl?: string; agents?: number; we
   const policy = await loadPolicyText(smsPolicy(bots, { ...opts, webhookUrl: opts.webhookUrl ?? inbox.url }), 'sms.yaml');
   const sidecar = await startSidecar({
     policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN_TOKEN,
-    log: createLogger('error', () => {}), audit: opts.audit,
+    log: createLogger('error', () => {}), audit: opts.audit, shutdownGraceMs: opts.shutdownGraceMs,
   });
   return {
     sidecar, app, inbox, bots, bot: bots[0]!,
