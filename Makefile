@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-.PHONY: demo test test-node24 build lint bench clean image-check
+.PHONY: demo test test-node24 build lint bench clean image-check chart-lint
 
 $(NODE_MODULES_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -35,6 +35,13 @@ clean:
 # rules are checked by test/unit/dockerfile.test.ts.
 image-check: build
 	node test/image/check.mjs
+
+# helm is not installed on these machines; test/unit/chart.test.ts checks values against the schema.
+chart-lint:
+	@if command -v helm >/dev/null; then \
+	  helm lint charts/agents-chain-sidecar && \
+	  for f in charts/agents-chain-sidecar/examples/*.yaml; do helm template t charts/agents-chain-sidecar -f $$f >/dev/null || exit 1; done; \
+	else echo "chart-lint: helm not installed; values are checked against values.schema.json by make test"; fi
 
 # The production image runs Node 24; the machines here have Node 20. This runs the
 # same suite on Node 24 from the npm package that ships its binary.

@@ -8,6 +8,7 @@ import { policyCommand } from './policy.js';
 import { registerCommand } from './register.js';
 import { serveCommand } from './serve.js';
 import { tokenCommand } from './token.js';
+import { webhookCommand } from './webhook.js';
 import { UsageError } from './args.js';
 
 const USAGE = `agents-chain — capability-checking sidecar for HTTP services
@@ -19,6 +20,7 @@ Commands:
   keygen        create an Ed25519 key pair for an agent or a host
   register      register an agent with a sidecar, as a trusted host
   inject        add the sidecar to Kubernetes manifests (stdin to stdout; a Helm post-renderer)
+  webhook       the same injection as a mutating admission webhook (HTTPS)
   token         mint a single-use agent+jwt for one call
   policy check  validate a policy file (exit 1 on errors)
   context       print an agent's constraint context (system-prompt block)
@@ -33,6 +35,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   keygen: keygenCommand,
   register: registerCommand,
   inject: injectCommand,
+  webhook: webhookCommand,
   token: tokenCommand,
   policy: policyCommand,
   context: contextCommand,
