@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import Ajv from 'ajv';
+import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 
