@@ -22,11 +22,7 @@ export interface AgentSigner {
  *   fetch(url, { headers: { authorization: `Bearer ${await signer.sign('createInvoice')}` } });
  */
 export async function createAgentSigner(privateJwk: JWK, agentId: string): Promise<AgentSigner> {
-  if (privateJwk.kty !== 'OKP' || privateJwk.crv !== 'Ed25519' || !privateJwk.d) {
-    throw new Error('an Ed25519 private JWK (kty OKP, crv Ed25519, with "d") is required');
-  }
-  const key = await importJWK(privateJwk, 'EdDSA');
-  const thumbprint = await thumbprintOf(privateJwk as Record<string, unknown>);
+  const { key, thumbprint } = await signingKey(privateJwk);
   return {
     agentId,
     thumbprint,
@@ -44,6 +40,14 @@ export async function createAgentSigner(privateJwk: JWK, agentId: string): Promi
         .sign(key);
     },
   };
+}
+
+/** An Ed25519 private JWK, imported for signing, and its public key's thumbprint (the tokens' `iss`). */
+async function signingKey(privateJwk: JWK) {
+  if (privateJwk.kty !== 'OKP' || privateJwk.crv !== 'Ed25519' || !privateJwk.d) {
+    throw new Error('an Ed25519 private JWK (kty OKP, crv Ed25519, with "d") is required');
+  }
+  return { key: await importJWK(privateJwk, 'EdDSA'), thumbprint: await thumbprintOf(privateJwk as Record<string, unknown>) };
 }
 
 /** One-shot form of createAgentSigner(...).sign(...). */
@@ -70,11 +74,7 @@ export interface HostSigner {
 
 /** A host identity: its private JWK (kept in a Secret, so it is stable across restarts) signs host+jwt tokens. */
 export async function createHostSigner(privateJwk: JWK): Promise<HostSigner> {
-  if (privateJwk.kty !== 'OKP' || privateJwk.crv !== 'Ed25519' || !privateJwk.d) {
-    throw new Error('an Ed25519 private JWK (kty OKP, crv Ed25519, with "d") is required');
-  }
-  const key = await importJWK(privateJwk, 'EdDSA');
-  const thumbprint = await thumbprintOf(privateJwk as Record<string, unknown>);
+  const { key, thumbprint } = await signingKey(privateJwk);
   return {
     thumbprint,
     async sign(audience, options = {}) {

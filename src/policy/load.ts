@@ -123,15 +123,9 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
   const byThumbprint = new Map<string, string>();
   for (const [i, a] of (raw.agents ?? []).entries()) {
     if (agents.has(a.id)) { at(['agents', i, 'id'], `duplicate agent id "${a.id}"`); continue; }
-    let key: Agent['key'];
-    let thumbprint: string;
-    try {
-      key = await importAgentKey(a.publicKey);
-      thumbprint = await thumbprintOf(a.publicKey);
-    } catch (err) {
-      at(['agents', i, 'publicKey'], `malformed Ed25519 public key: ${(err as Error).message}`);
-      continue;
-    }
+    const imported = await publicKeyAt(a.publicKey, ['agents', i, 'publicKey'], at);
+    if (!imported) continue;
+    const { key, thumbprint } = imported;
     const owner = byThumbprint.get(thumbprint);
     if (owner) { at(['agents', i, 'publicKey'], `key already belongs to agent "${owner}"; give each agent its own key`); continue; }
     byThumbprint.set(thumbprint, a.id);
@@ -141,15 +135,9 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
   const hosts = new Map<string, Host>();
   for (const [i, h] of (raw.hosts ?? []).entries()) {
     if ([...hosts.values()].some((o) => o.id === h.id)) { at(['hosts', i, 'id'], `duplicate host id "${h.id}"`); continue; }
-    let key: Host['key'];
-    let thumbprint: string;
-    try {
-      key = await importAgentKey(h.publicKey);
-      thumbprint = await thumbprintOf(h.publicKey);
-    } catch (err) {
-      at(['hosts', i, 'publicKey'], `malformed Ed25519 public key: ${(err as Error).message}`);
-      continue;
-    }
+    const imported = await publicKeyAt(h.publicKey, ['hosts', i, 'publicKey'], at);
+    if (!imported) continue;
+    const { key, thumbprint } = imported;
     const owner = byThumbprint.get(thumbprint) ?? hosts.get(thumbprint)?.id;
     if (owner) { at(['hosts', i, 'publicKey'], `key already belongs to "${owner}"; give each host and agent its own key`); continue; }
     const defaults = new Map<string, Constraints>();
@@ -230,6 +218,16 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
     hosts,
     grants,
   };
+}
+
+/** An agent's or host's public key, imported once; a malformed one is reported at its place in the file. */
+async function publicKeyAt(jwk: Record<string, string>, path: PathPart[], at: At): Promise<{ key: Agent['key']; thumbprint: string } | undefined> {
+  try {
+    return { key: await importAgentKey(jwk), thumbprint: await thumbprintOf(jwk) };
+  } catch (err) {
+    at(path, `malformed Ed25519 public key: ${(err as Error).message}`);
+    return undefined;
+  }
 }
 
 /** Many frameworks run the GET handler for HEAD: the two methods share routes. */
