@@ -32,6 +32,10 @@ Denied, constraint_violated (amount 5000 is over max 1000; GBP is not allowed):
 Denied, token_missing:
   curl -si ${sidecar.url}/invoices/inv-1
 
+What the service offers (discovery), and the decisions so far (Prometheus metrics):
+  curl -s ${sidecar.url}/.well-known/agent-configuration
+  curl -s ${sidecar.adminUrl}/metrics | grep '^agents_chain_requests_total'
+
 Ctrl-C stops the demo.
 `);
 
