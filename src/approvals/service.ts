@@ -18,6 +18,7 @@ export type ResolutionError = 'not_found' | 'already_resolved' | 'invalid_code' 
 
 const WRONG_CODE_LIMIT = 5;
 const RELEASE = Symbol('release waiters');
+const WAIT_RECHECK_MS = 2_000;
 const WRONG_CODE_WINDOW_MS = 60_000;
 
 export interface NewAccessRequest {
@@ -108,8 +109,12 @@ export class ApprovalService {
     // Subscribe before reading, so a change between the two is not missed.
     return new Promise((resolve) => {
       let done = false;
+      // A pub/sub message can be lost while the subscriber reconnects: re-read now and then as well.
+      const poll = setInterval(() => void check(), WAIT_RECHECK_MS);
+      poll.unref();
       const finish = (r: AccessRequest | undefined | 'released'): void => {
         done = true;
+        clearInterval(poll);
         this.events.off(id, check);
         this.events.off(RELEASE, release);
         resolve(r);
@@ -251,7 +256,7 @@ export class ApprovalService {
     this.clearTimer(r.id);
     this.wrongCodes.delete(r.id);
     const expired = await this.store.resolve(r.id, 'expired', { resolvedAt: this.now() });
-    if (!expired) return;
+    if (!expired) return void this.events.emit(r.id); // resolved elsewhere: whoever waits here re-reads it
     this.log.info('access request expired', { requestId: r.id, agent: r.agentId, capability: r.capability });
     this.onEvent('expired', expired);
     this.events.emit(r.id);

@@ -22,6 +22,8 @@ return 1
 `;
 
 const ATTEMPTS = 8;
+/** Ids are the sidecar's own UUIDs; anything else never reaches a key (it could name the index keys). */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
  * Access requests and value approvals in Redis, shared by every replica.
@@ -64,6 +66,7 @@ export class RedisAccessRequestStore implements AccessRequestStore {
   }
 
   async get(id: string): Promise<AccessRequest | undefined> {
+    if (!UUID.test(id)) return undefined;
     const data = await this.redis.hget(this.key(id), 'data');
     return data ? (JSON.parse(data) as AccessRequest) : undefined;
   }
@@ -102,10 +105,12 @@ export class RedisAccessRequestStore implements AccessRequestStore {
   }
 
   async deleteValueApproval(id: string): Promise<boolean> {
+    if (!UUID.test(id)) return false;
     return checked(await this.redis.multi().del(this.valueKey(id)).srem(this.valueIndex, id).exec())[0] === 1;
   }
 
   private async change(id: string, next: (r: AccessRequest) => AccessRequest, requirePending: boolean): Promise<AccessRequest | undefined> {
+    if (!UUID.test(id)) return undefined;
     const key = this.key(id);
     for (let i = 0; i < ATTEMPTS; i++) {
       const [data, ver] = await this.redis.hmget(key, 'data', 'ver');

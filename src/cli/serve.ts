@@ -5,7 +5,7 @@ import { isLogLevel, createLogger } from '../log.js';
 import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile } from '../policy/load.js';
 import { watchPolicyFile } from '../policy/watch.js';
-import { DEFAULT_MAX_BODY_BYTES, startSidecar } from '../proxy/server.js';
+import { DEFAULT_MAX_BODY_BYTES, parseHostPort, startSidecar } from '../proxy/server.js';
 import type { RedisSettings } from '../redis/connect.js';
 import { parseCommand, required, UsageError } from './args.js';
 
@@ -20,6 +20,7 @@ Options (each also read from the environment variable shown):
   --agent-key FILE     egress: the agent's private JWK      AGENTS_CHAIN_AGENT_KEY_FILE
   --agent ID           egress: the agent's id in the policy AGENTS_CHAIN_AGENT
   --provider-key-file FILE  egress: the provider API key    AGENTS_CHAIN_PROVIDER_KEY (the key)
+  --egress-allow-remote  egress: allow a non-loopback --listen (default listen 127.0.0.1:8080)
   --listen HOST:PORT   agent-facing listener [0.0.0.0:8080] AGENTS_CHAIN_LISTEN
   --admin HOST:PORT    operator listener: /healthz, /readyz [0.0.0.0:9090]
                                                             AGENTS_CHAIN_ADMIN
@@ -87,6 +88,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     agent: { type: 'string' },
     'provider-key-file': { type: 'string' },
     'no-watch': { type: 'boolean' },
+    'egress-allow-remote': { type: 'boolean' },
     'shutdown-grace-ms': { type: 'string' },
     'redis-password-file': { type: 'string' },
     'redis-sentinels': { type: 'string' },
@@ -124,6 +126,11 @@ export async function serveCommand(argv: string[]): Promise<number> {
 
   const upstream = upstreamFlag ?? policy.egress?.preset.baseUrl ?? required(undefined, '--upstream', USAGE);
   const egress = policy.egress ? await egressOptions(v as Record<string, string | undefined>, env) : undefined;
+  // Egress: whoever reaches the listener calls the provider as the agent, so it stays on loopback unless asked.
+  const listen = v.listen ?? env.AGENTS_CHAIN_LISTEN ?? (egress ? '127.0.0.1:8080' : '0.0.0.0:8080');
+  if (egress && !isLoopback(parseHostPort(listen, '--listen').host) && !v['egress-allow-remote']) {
+    throw new UsageError(`in egress mode anyone who reaches --listen ${listen} acts as the agent: listen on 127.0.0.1 (the agent's own pod) or add --egress-allow-remote`);
+  }
   const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
   const maxAgents = Number(v['metrics-max-agents'] ?? 100);
   if (!Number.isSafeInteger(maxAgents) || maxAgents <= 0) throw new UsageError('--metrics-max-agents must be a positive whole number');
@@ -132,7 +139,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     audit,
     policy,
     upstream,
-    listen: v.listen ?? env.AGENTS_CHAIN_LISTEN ?? '0.0.0.0:8080',
+    listen,
     admin: v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090',
     tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
     maxBodyBytes,
@@ -231,4 +238,8 @@ function positive(text: string | undefined, flag: string): number | undefined {
   const n = Number(text);
   if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive whole number`);
   return n;
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

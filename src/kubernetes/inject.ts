@@ -53,7 +53,11 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults):
   const a = input.metadata?.annotations ?? {};
   if (a[ANNOTATION.inject] !== 'true') return { injected: false, reason: `no ${ANNOTATION.inject}: "true" annotation` };
   const spec = input.spec ?? {};
-  const all = [...(spec.containers ?? []), ...(spec.initContainers ?? [])];
+  const list = (v: unknown): Obj[] => (Array.isArray(v) ? v.filter((c): c is Obj => typeof c === 'object' && c !== null) : []);
+  if ((spec.containers !== undefined && !Array.isArray(spec.containers)) || (spec.initContainers !== undefined && !Array.isArray(spec.initContainers))) {
+    return { injected: false, reason: 'spec.containers and spec.initContainers must be lists' };
+  }
+  const all = [...list(spec.containers), ...list(spec.initContainers)];
   if (all.some((c) => c.name === CONTAINER)) return { injected: false, reason: 'already injected' };
   const policy = a[ANNOTATION.policy];
   if (!policy) return { injected: false, reason: `${ANNOTATION.policy} (the policy ConfigMap's name) is required` };

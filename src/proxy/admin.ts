@@ -19,8 +19,10 @@ export interface AdminOptions {
   log: Logger;
   audit?: AuditTrail;
   metrics?: SidecarMetrics;
-  /** Agents registered by hosts, when the policy lists hosts. */
+  /** Agents registered by hosts. */
   registry?: AgentRegistry;
+  /** Whether the active policy lists hosts (registration is on). */
+  hasHosts?: () => boolean;
   now?: () => number;
 }
 
@@ -71,11 +73,16 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
     if (path === '/agents' || path.startsWith('/agents/')) {
       if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to manage registered agents' });
       if (!authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
-      if (!opts.registry) return sendJson(res, 404, { error: 'not_found', message: 'the policy lists no hosts: no agents can be registered' });
+      if (!opts.registry || !(opts.hasHosts?.() ?? true)) return sendJson(res, 404, { error: 'not_found', message: 'the policy lists no hosts: no agents can be registered' });
       if (path === '/agents' && method === 'GET') return sendJson(res, 200, { agents: (await opts.registry.list()).map(agentView) });
       const m = /^\/agents\/([^/]+)\/revoke$/.exec(path);
       if (m && method === 'POST') {
-        const id = decodeURIComponent(m[1]!);
+        let id: string;
+        try {
+          id = decodeURIComponent(m[1]!);
+        } catch {
+          return sendJson(res, 400, { error: 'invalid_path', message: 'malformed percent-encoding in the agent id' });
+        }
         const revoked = await opts.registry.revoke(id, (opts.now ?? Date.now)());
         if (revoked) opts.log.info('registered agent revoked by an operator', { agent: id });
         const current = revoked ?? (await opts.registry.get(id));

@@ -36,13 +36,13 @@ export class Upstream {
   private readonly pool: Pool;
   readonly origin: string;
 
-  constructor(url: string, connections = 128) {
+  constructor(url: string, connections = 128, headersTimeoutMs = 60_000) {
     const u = new URL(url);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`upstream must be http:// or https://, got ${url}`);
     if (u.pathname !== '/' || u.search || u.hash) throw new Error(`upstream must be an origin without a path, got ${url}`);
     this.origin = u.origin;
-    // headersTimeout bounds a stuck app; no bodyTimeout, so long event streams stay open.
-    this.pool = new Pool(u.origin, { connections, pipelining: 1, keepAliveTimeout: 4_000, headersTimeout: 60_000, bodyTimeout: 0 });
+    // headersTimeout bounds a stuck app (a model provider gets 10 min: long completions answer late); no bodyTimeout, so streams stay open.
+    this.pool = new Pool(u.origin, { connections, pipelining: 1, keepAliveTimeout: 4_000, headersTimeout: headersTimeoutMs, bodyTimeout: 0 });
   }
 
   async forward(req: ForwardRequest, res: ServerResponse): Promise<ForwardResult | Denial> {

@@ -45,6 +45,8 @@ export function upstreamRequestHeaders(
     tokenHeader?: string; identity?: Identity; requestId: string; bodyLength?: number;
     /** Egress: the provider key to set; every key header the agent's SDK sent, and its Host, are dropped. */
     credential?: [name: string, value: string];
+    /** Egress pass-through: only the Host is dropped (the provider's own is used); the caller's headers go as sent. */
+    dropHost?: boolean;
   },
 ): string[] {
   const listed = connectionListed(raw);
@@ -59,6 +61,7 @@ export function upstreamRequestHeaders(
     if (HOP_BY_HOP.has(lower) || listed.has(lower) || METHOD_OVERRIDES.has(lower)) continue;
     if (lower === token || lower.startsWith('x-agent-') || lower.startsWith('x-forwarded-')) continue;
     if (credential && (lower === 'host' || CREDENTIAL_HEADERS.includes(lower) || lower === credential[0].toLowerCase())) continue;
+    if (opts.dropHost && lower === 'host') continue;
     if (SIDECAR_OWNED.has(lower) && !(lower === 'content-length' && opts.bodyLength === undefined)) continue;
     out.push(name, raw[i + 1]!);
   }

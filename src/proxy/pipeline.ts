@@ -138,7 +138,10 @@ function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
     : undefined;
   const headers = upstreamRequestHeaders(req.rawHeaders, {
     tokenHeader: isCapability && !egress ? deps.tokenHeader : undefined,
-    credential: egress?.credential,
+    // The provider key goes only on calls that were checked; an unmapped path passes through as the agent
+    // sent it (with whatever key the agent itself has, usually none), never with the sidecar's key.
+    credential: isCapability ? egress?.credential : undefined,
+    dropHost: egress !== undefined && !isCapability,
     identity,
     requestId: call.requestId,
     bodyLength: call.body?.length,

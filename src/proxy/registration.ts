@@ -88,7 +88,11 @@ export async function register(call: Call, res: ServerResponse, deps: Deps, refu
     mode, ...(typeof body.reason === 'string' ? { reason: body.reason.slice(0, 1000) } : {}), status: 'active', grants, registeredAt: deps.now(),
   };
   const result = await registry.register(agent, host.maxAgents);
-  if (result.outcome === 'limit') return refuse(deny('agent_limit_reached', `host "${host.id}" already has its maximum of ${host.maxAgents} agents`));
+  if (!('agent' in result)) {
+    return refuse(result.outcome === 'limit'
+      ? deny('agent_limit_reached', `host "${host.id}" already has its maximum of ${host.maxAgents} agents`)
+      : deny('capability_denied', 'this agent key was revoked; a revoked key stays revoked: register a new key'));
+  }
   if (result.agent.hostId !== host.id) return refuse(deny('capability_denied', 'this agent was registered by another host'));
   sendJson(res, result.outcome === 'created' ? 201 : 200, agentView(result.agent), { 'x-request-id': call.requestId });
 }

@@ -91,7 +91,7 @@ export function parseHostPort(s: string, flag: string): { host: string; port: nu
 
 export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const log = opts.log ?? createLogger();
-  const upstream = new Upstream(opts.upstream);
+  const upstream = new Upstream(opts.upstream, 128, opts.policy.egress ? 600_000 : 60_000);
   const now = opts.now ?? Date.now;
   const metrics = new SidecarMetrics(opts.metrics);
   const shared = opts.redis ? sharedStores(opts.redis, log) : undefined;
@@ -99,12 +99,13 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log, observer: auditObserver(metrics) }) : undefined;
   await audit?.start();
   if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
+  const egress = opts.policy.egress ? await egressIdentity(opts) : undefined;
   const approvals = opts.policy.accessRequests
     ? new ApprovalService(
         opts.accessRequestStore ?? shared?.accessRequests ?? new MemoryAccessRequestStore(),
         opts.policy.accessRequests,
         opts.notifier ?? webhookFrom(opts, log),
-        executor(upstream, () => current.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
+        executor(upstream, () => current.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, egress?.credential),
         log,
         now,
         (event, r) => {
@@ -117,7 +118,6 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     pendingAccessRequests: approvals ? async () => (await approvals.pending()).length : undefined,
     audit: audit && (() => ({ buffered: audit.buffered, spoolBytes: audit.stats.spoolBytes, oldestUnexportedAgeSeconds: audit.oldestUnexportedAgeSeconds(now()), available: audit.available })),
   });
-  const egress = opts.policy.egress ? await egressIdentity(opts) : undefined;
   const deps: PipelineDeps = {
     policy: opts.policy,
     replay: opts.replay ?? shared?.replay ?? new MemoryReplayStore(undefined, now),
@@ -130,9 +130,8 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     audit,
     metrics,
     egress,
-    registered: opts.policy.hosts.size > 0
-      ? new RegisteredAgents(opts.agentRegistry ?? (shared ? new RedisAgentRegistry(shared.client, opts.redis!.prefix) : new MemoryAgentRegistry()))
-      : undefined,
+    // Always present (a reload may add hosts); consulted only while the policy lists hosts.
+    registered: new RegisteredAgents(opts.agentRegistry ?? (shared ? new RedisAgentRegistry(shared.client, opts.redis!.prefix) : new MemoryAgentRegistry())),
   };
   let ready = false;
 
@@ -158,7 +157,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     ...(audit ? { auditSpool: audit.available } : {}),
     ...(shared ? { redis: redisReady(shared.client) } : {}),
   });
-  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, log, audit, metrics, registry: deps.registered?.registry, now }));
+  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, log, audit, metrics, registry: deps.registered?.registry, hasHosts: () => current.policy.hosts.size > 0, now }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));
@@ -186,7 +185,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       log.error('policy reload refused; the last good policy keeps serving', { policy: opts.policy.file, activeHash: current.policy.hash, issues: [refused] });
       return { ok: false, issues: [refused] };
     }
-    current = { ...current, policy: next, registered: next.hosts.size > 0 ? current.registered ?? deps.registered ?? new RegisteredAgents(new MemoryAgentRegistry()) : undefined };
+    current = { ...current, policy: next };
     metrics.policyReloaded({ ok: true, hash: next.hash, nowMs: now() });
     log.info('policy reloaded', { policy: opts.policy.file, policyHash: next.hash });
     return { ok: true, changed: true, hash: next.hash };
@@ -274,14 +273,16 @@ function countApprovalEvent(m: SidecarMetrics, event: ApprovalEvent, r: AccessRe
 }
 
 /** Runs an approved call exactly as a normal one: same route, identity headers, the planned body. */
-function executor(upstream: Upstream, activePolicy: () => Policy, now: () => number, maxBytes: number): Executor {
+function executor(upstream: Upstream, activePolicy: () => Policy, now: () => number, maxBytes: number, credential?: [string, string]): Executor {
   return async (r) => {
     // The grant may have been revoked, have expired or been reloaded away while the human thought about it.
     const grant = findActiveGrant(activePolicy().grants, r.agentId, r.capability, now());
     if (isDenial(grant)) return { status: 403, body: { error: grant.code, message: grant.message } };
     const body = r.body === undefined ? undefined : Buffer.from(r.body, 'base64');
+    // Egress: the provider gets the sidecar's key and no identity headers, exactly as on a normal call.
     const headers = upstreamRequestHeaders([...r.headers, ...(body ? ['content-type', 'application/json'] : [])], {
-      identity: { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
+      identity: credential ? undefined : { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
+      credential,
       requestId: r.id,
       bodyLength: body?.length,
     });

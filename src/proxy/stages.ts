@@ -13,7 +13,7 @@ import type { SidecarMetrics } from '../metrics/metrics.js';
 import type { AuditTrail } from '../audit/trail.js';
 import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors.js';
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
-import type { Grant, Policy, Route } from '../policy/types.js';
+import type { Capability, Grant, Policy, Route } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
 import { checkQueryShape, queryNames, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget, type RequestTarget } from '../routing/target.js';
@@ -49,6 +49,8 @@ export interface Call {
   upstreamSeconds?: number;
   /** A verified host token (registration endpoints). */
   host?: VerifiedHostToken;
+  /** Egress: further capabilities the same call also is (each needs a grant). */
+  alsoRequires?: string[];
   target?: RequestTarget;
   route?: Route;
   params?: Record<string, string>;
@@ -123,7 +125,7 @@ export const verifyToken: Stage = async (call, deps) => {
 
 /** Policy agents first; then agents hosts registered, read from the registry on every call. */
 function agentDirectory(deps: Deps): AgentDirectory {
-  return { get: (id) => deps.policy.agents.get(id) ?? deps.registered?.get(id) };
+  return { get: (id) => deps.policy.agents.get(id) ?? deps.registered?.get(id, deps.policy) };
 }
 
 /** Step 8: the token id is unseen in the replay window (and is now spent). */
@@ -171,8 +173,13 @@ export function ifTokenSent(stages: Stage[]): Stage {
 /** Step 9: an active, unexpired grant. */
 export const checkGrant: Stage = (call, deps) => {
   const agent = call.verified!.agent;
-  const grant = findActiveGrant(agent.grants ?? deps.policy.grants, agent.id, capabilityOf(call), deps.now());
+  const grants = agent.grants ?? deps.policy.grants;
+  const grant = findActiveGrant(grants, agent.id, capabilityOf(call), deps.now());
   if (isDenial(grant)) return grant;
+  for (const also of call.alsoRequires ?? []) {
+    const other = findActiveGrant(grants, agent.id, also, deps.now());
+    if (isDenial(other)) return deny('capability_denied', `this call is also "${also}", which has no active grant`);
+  }
   call.grant = grant;
   return undefined;
 };
@@ -196,22 +203,29 @@ export const readBody: Stage = async (call, deps) => {
 export const selectVariant: Stage = (call) => {
   const route = call.route!;
   if (route.kind !== 'capability' || !route.variants) return undefined;
-  let json: unknown;
+  let json: Record<string, unknown> | undefined;
+  const applies: Capability[] = [];
   for (const v of route.variants) {
-    if (v.header && call.req.headers[v.header] !== undefined) return void (call.route = { ...route, capability: v.capability });
+    if (v.header && call.req.headers[v.header] !== undefined) applies.push(v.capability);
     if (v.bodyFlag && call.body?.length) {
       if (json === undefined) {
         try {
-          json = parseStrictJsonBytes(call.body);
+          const parsed = parseStrictJsonBytes(call.body);
+          json = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
         } catch (err) {
           return deny('invalid_body', `the body is not valid JSON: ${(err as Error).message}`);
         }
       }
-      if (typeof json === 'object' && json !== null && (json as Record<string, unknown>)[v.bodyFlag] === true) {
-        return void (call.route = { ...route, capability: v.capability });
-      }
+      const flag = json[v.bodyFlag];
+      // Only a real boolean: a provider that coerced "true" or 1 would stream what was checked as a plain call.
+      if (flag !== undefined && typeof flag !== 'boolean') return deny('invalid_body', `"${v.bodyFlag}" must be true or false`);
+      if (flag === true) applies.push(v.capability);
     }
   }
+  if (applies.length === 0) return undefined;
+  // A call that is several variants at once (a streamed beta message) needs a grant for each.
+  call.route = { ...route, capability: applies[0]! };
+  call.alsoRequires = applies.slice(1).map((c) => c.name);
   return undefined;
 };
 

@@ -1,21 +1,27 @@
 import type { KeyObject } from 'node:crypto';
 import { importAgentKey } from '../identity/keys.js';
-import { grantKey, type Agent, type Grant } from '../policy/types.js';
+import { grantKey, type Agent, type Grant, type Policy } from '../policy/types.js';
+import { currentGrants } from './grants.js';
 import type { AgentRegistry, RegisteredAgent } from './registry.js';
 
 /**
  * Registered agents as the pipeline sees them: an Agent with its own grants.
  * The record is read on every call (a revocation anywhere counts at once);
- * only the imported key is cached, by thumbprint.
+ * only the imported key is cached, by thumbprint. The active policy has the
+ * last word: an agent whose host left the policy is unknown, and its grants
+ * never exceed its host's current defaults.
  */
 export class RegisteredAgents {
   private readonly keys = new Map<string, KeyObject>();
 
   constructor(readonly registry: AgentRegistry) {}
 
-  async get(id: string): Promise<Agent | undefined> {
+  async get(id: string, policy: Policy): Promise<Agent | undefined> {
+    if (policy.hosts.size === 0) return undefined;
     const r = await this.registry.get(id);
-    return r && r.status === 'active' ? this.toAgent(r) : undefined;
+    if (!r || r.status !== 'active') return undefined;
+    const host = [...policy.hosts.values()].find((h) => h.id === r.hostId);
+    return host ? this.toAgent({ ...r, grants: currentGrants(host, r.grants) }) : undefined;
   }
 
   private async toAgent(r: RegisteredAgent): Promise<Agent> {

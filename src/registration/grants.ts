@@ -40,6 +40,7 @@ function narrow(host: Constraints, asked: unknown, capability: string): Constrai
   const out: Constraints = structuredClone(host);
   for (const [field, rule] of Object.entries(asked as Record<string, unknown>)) {
     const where = `${capability}.${field}`;
+    if (field === '__proto__' || field === 'constructor' || field === 'prototype') return `${where}: not a usable field name`;
     const checked = readRule(rule, where);
     if (typeof checked === 'string') return checked;
     const h = host[field] ?? {};
@@ -77,4 +78,19 @@ function readRule(rule: unknown, where: string): ConstraintRule | string {
   for (const k of ['in', 'not_in'] as const) if (r[k] !== undefined && !(Array.isArray(r[k]) && (r[k] as unknown[]).every(isScalar))) return `${where}: ${k} must be a list of strings, numbers or booleans`;
   if (r.exact !== undefined && !isScalar(r.exact)) return `${where}: exact must be a string, number or boolean`;
   return r as ConstraintRule;
+}
+
+/**
+ * A registered agent's grants under the host's current defaults: a capability
+ * the host may no longer grant is dropped, and so is one whose recorded rules
+ * are now looser than the host's (fail closed until the agent is registered
+ * again with a new key). Pure.
+ */
+export function currentGrants(host: Host, recorded: readonly DerivedGrant[]): DerivedGrant[] {
+  return recorded.flatMap((g) => {
+    const defaults = host.defaults.get(g.capability);
+    if (!defaults) return [];
+    const merged = narrow(defaults, g.constraints, g.capability);
+    return typeof merged === 'string' ? [] : [{ capability: g.capability, constraints: merged }];
+  });
 }

@@ -3,7 +3,9 @@ import type { AgentRegistry, RegisteredAgent, RegisterResult } from './registry.
 
 /** KEYS: agent hash, the host's set of active agents. ARGV: agent JSON, max agents, agent id. */
 const REGISTER = `
-if redis.call('HGET', KEYS[1], 'status') == 'active' then return {'existing', redis.call('HGET', KEYS[1], 'data')} end
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'active' then return {'existing', redis.call('HGET', KEYS[1], 'data')} end
+if status then return {'revoked', ''} end
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return {'limit', ''} end
 redis.call('HSET', KEYS[1], 'data', ARGV[1], 'status', 'active')
 redis.call('SADD', KEYS[2], ARGV[3])
@@ -18,6 +20,9 @@ redis.call('HSET', KEYS[1], 'data', ARGV[1], 'status', 'revoked')
 redis.call('SREM', KEYS[2], ARGV[2])
 return 1
 `;
+
+/** Registered agents are agt_<RFC 7638 thumbprint>; nothing else reaches a key. */
+const AGENT_ID = /^agt_[A-Za-z0-9_-]{43}$/;
 
 type Scripts = {
   agentsChainRegister(agentKey: string, hostKey: string, allKey: string, json: string, max: number, id: string): Promise<[string, string]>;
@@ -39,13 +44,14 @@ export class RedisAgentRegistry implements AgentRegistry {
   }
 
   async get(id: string): Promise<RegisteredAgent | undefined> {
+    if (!AGENT_ID.test(id)) return undefined;
     const data = await this.redis.hget(this.key(id), 'data');
     return data ? (JSON.parse(data) as RegisteredAgent) : undefined;
   }
 
   async register(agent: RegisteredAgent, maxAgents: number): Promise<RegisterResult> {
     const [outcome, data] = await this.scripts.agentsChainRegister(this.key(agent.id), this.hostKey(agent.hostId), this.allKey, JSON.stringify(agent), maxAgents, agent.id);
-    if (outcome === 'limit') return { outcome: 'limit' };
+    if (outcome === 'limit' || outcome === 'revoked') return { outcome };
     return { outcome: outcome as 'created' | 'existing', agent: JSON.parse(data) as RegisteredAgent };
   }
 

@@ -16,12 +16,14 @@ export interface RegisteredAgent {
   revokedAt?: number;
 }
 
-export type RegisterResult = { outcome: 'created' | 'existing'; agent: RegisteredAgent } | { outcome: 'limit' };
+export type RegisterResult = { outcome: 'created' | 'existing'; agent: RegisteredAgent } | { outcome: 'limit' | 'revoked' };
 
 /**
  * Registered agents. `register` is atomic: an active agent with the same id
- * is returned as it is (a second registration of one key is idempotent), and
- * a host at its limit gets `limit`. Memory by default, Redis for replicas.
+ * is returned as it is (a second registration of one key is idempotent), a
+ * revoked one stays revoked (`revoked`: a revocation cannot be undone by
+ * registering again), and a host at its limit gets `limit`. Memory by
+ * default, Redis for replicas.
  */
 export interface AgentRegistry {
   get(id: string): Promise<RegisteredAgent | undefined>;
@@ -42,6 +44,7 @@ export class MemoryAgentRegistry implements AgentRegistry {
   async register(agent: RegisteredAgent, maxAgents: number): Promise<RegisterResult> {
     const existing = this.agents.get(agent.id);
     if (existing?.status === 'active') return { outcome: 'existing', agent: structuredClone(existing) };
+    if (existing) return { outcome: 'revoked' };
     const active = [...this.agents.values()].filter((a) => a.hostId === agent.hostId && a.status === 'active').length;
     if (active >= maxAgents) return { outcome: 'limit' };
     this.agents.set(agent.id, structuredClone(agent));

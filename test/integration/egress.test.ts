@@ -116,13 +116,15 @@ describe('egress: the official OpenAI SDK through the sidecar', () => {
     expect(JSON.stringify(api.error)).not.toContain(PROVIDER_KEY);
   });
 
-  it('a capability without a grant is refused; an unmapped path passes through with the provider key', async () => {
+  it('a capability without a grant is refused; an unmapped path passes through as sent, without the provider key', async () => {
     const err = await client.moderations.create({ input: 'x' }).catch((e: unknown) => e) as InstanceType<typeof OpenAI.APIError>;
     expect(err.status).toBe(403);
     expect(JSON.stringify(err.error)).toContain('capability_denied');
     const models = await client.models.list();
     expect(models.data.map((m) => m.id)).toEqual(['gpt-4o-mini']);
-    expect(provider.requests.at(-1)).toMatchObject({ url: '/v1/models', headers: { authorization: `Bearer ${PROVIDER_KEY}` } });
+    // Unchecked, so never with the sidecar's key: the request goes as the agent sent it.
+    expect(provider.requests.at(-1)).toMatchObject({ url: '/v1/models', headers: { authorization: `Bearer ${AGENT_SDK_KEY}` } });
+    expect(provider.requests.at(-1)!.headers.host).toBe(new URL(provider.url).host);
   });
 
   it('forwards a multipart transcription upload unmodified', async () => {
@@ -204,6 +206,12 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
     expect(JSON.stringify(entries)).not.toContain(PROVIDER_KEY);
   });
 
+  it('refuses a "stream" flag that is not a boolean (it could be streamed while checked as a plain message)', async () => {
+    const r = await fetch(`${sidecar.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'claude-haiku-4-5', max_tokens: 10, stream: 'true', messages: [] }) });
+    expect(r.status).toBe(400);
+    expect(await r.json()).toMatchObject({ error: 'invalid_body' });
+  });
+
   it('refuses a model outside the grant, for streaming calls too', async () => {
     const seen = provider.requests.length;
     const err = await client.messages.create({ model: 'claude-opus-4-1', max_tokens: 256, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
@@ -225,6 +233,10 @@ describe('egress with the built CLI and the example policy', () => {
     const missing = await runCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'], { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/egress mode needs --agent-key FILE and --agent ID/);
+    const remote = await runCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '0.0.0.0:0', '--admin', '127.0.0.1:0',
+      '--agent-key', `${ROOT}config/examples/keys/report-bot.private.jwk.json`, '--agent', 'agent-report-bot'], { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
+    expect(remote.code).toBe(2);
+    expect(remote.stderr).toMatch(/anyone who reaches --listen 0\.0\.0\.0:0 acts as the agent/);
     const sc = await startCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
       '--agent-key', `${ROOT}config/examples/keys/report-bot.private.jwk.json`, '--agent', 'agent-report-bot'], /sidecar listening/, { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
     try {

@@ -98,6 +98,11 @@ describe('access requests shared through Redis', () => {
     expect(await answer.body.json()).toMatchObject({ permission: 'approved', result: { sent: true, permission: 'approved' } });
   });
 
+  it('ids that are not the sidecar\'s own never reach a Redis key', async () => {
+    const r = await get(`${a.url}/agent/request-permission/pending`, await bot.signer.sign('request_permission'));
+    expect(r).toMatchObject({ status: 404, json: { error: 'not_found' } });
+  });
+
   it('two concurrent approvals on two replicas resolve the request once', async () => {
     const asked = await ask(a, '+15550002', false);
     await asked.body.json();

@@ -92,6 +92,8 @@ describe('discovery, registration and host identity', () => {
     expect(revoked).toMatchObject({ status: 200, json: { status: 'revoked' } });
     const after = await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') });
     expect(after).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
+    // A revocation cannot be undone by registering the key again.
+    expect(await registerAgent(keys, { name: 'invoice-bot' })).toMatchObject({ status: 403, json: { error: 'capability_denied', message: expect.stringMatching(/revoked/) } });
   });
 
   it('refuses registration tokens that are replayed, expired, from an unknown host, or asking for more than the host may grant', async () => {
@@ -163,6 +165,35 @@ describe('the register → call → revoke flow with the CLI', () => {
         '--url', sidecar.url, '--name', 'report-bot', '--capability', 'deleteInvoice']);
       expect(refused.code).toBe(1);
       expect(JSON.parse(refused.stderr)).toMatchObject({ error: 'capability_denied' });
+    } finally {
+      await sidecar.close();
+      await app.close();
+    }
+  });
+});
+
+describe('registered agents follow the active policy', () => {
+  it('a reload that tightens the host drops looser grants; one that removes the host makes its agents unknown', async () => {
+    const hostKeys = await generateAgentKeyPair();
+    const host = await createHostSigner(hostKeys.privateJwk);
+    const app = await startRecorder();
+    const text = registrationPolicy(hostKeys);
+    const sidecar = await startSidecar({ policy: await loadPolicyText(text, 'billing.yaml'), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    try {
+      const keys = await generateAgentKeyPair();
+      const reg = await call(`${sidecar.url}/agent/register`, { method: 'POST', token: await host.sign(ISSUER, { agentPublicKey: keys.publicJwk }), body: { name: 'bot' } });
+      expect(reg.status).toBe(201);
+      const agent = await createAgentSigner(keys.privateJwk, reg.json.agent_id);
+      const create = async () => call(`${sidecar.url}/invoices`, { method: 'POST', token: await agent.sign('createInvoice'), body: { amount: 150, currency: 'USD' } });
+      expect((await create()).status).toBe(200);
+      // The host may now grant at most 100: the agent's recorded max 1000 is looser, so the grant is gone.
+      expect((await sidecar.reloadPolicy(text.replace('amount: { max: 1000 }', 'amount: { max: 100 }'))).ok).toBe(true);
+      expect(await create()).toMatchObject({ status: 403, json: { error: 'capability_denied' } });
+      expect((await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') })).status).toBe(200);
+      // Without the host, its agents are unknown.
+      const withoutHosts = text.slice(0, text.indexOf('hosts:'));
+      expect((await sidecar.reloadPolicy(withoutHosts)).ok).toBe(true);
+      expect(await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') })).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
     } finally {
       await sidecar.close();
       await app.close();

@@ -65,6 +65,10 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       // An already injected pod (a re-admission) is not patched again.
       const again = await review(patched, 'uid-3');
       expect(again.json.response).toEqual({ uid: 'uid-3', allowed: true });
+      // A malformed pod does not take the webhook down: allowed unchanged, and the next review still works.
+      const malformed = { ...annotated, spec: { containers: {} } };
+      expect((await review(malformed, 'uid-4')).json.response).toEqual({ uid: 'uid-4', allowed: true });
+      expect((await review(pod({}), 'uid-5')).json.response).toEqual({ uid: 'uid-5', allowed: true });
       const bad = await request(`${url}/mutate`, { method: 'POST', dispatcher: tls, body: '{"kind":"NotAReview"}' });
       expect(bad.statusCode).toBe(400);
       await bad.body.text();

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisAccessRequestStore } from '../../../src/approvals/store-redis.js';
 import type { AccessRequest } from '../../../src/approvals/types.js';
@@ -35,6 +36,9 @@ async function store(name: string) {
   return new RedisAccessRequestStore(c, s, testPrefix(name));
 }
 
+// Ids are the sidecar's own UUIDs (others never reach a key).
+const [R1, R2, R3, V1, V2] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+
 describe('RedisReplayStore', () => {
   it('accepts a key once, across clients', async () => {
     const prefix = testPrefix('replay-unit');
@@ -50,11 +54,12 @@ describe('RedisReplayStore', () => {
 describe('RedisAccessRequestStore', () => {
   it('round-trips a request exactly and lists it as pending', async () => {
     const s = await store('roundtrip');
-    const r = request('r1');
+    const r = request(R1);
     await s.create(r);
-    expect(await s.get('r1')).toEqual(r);
-    expect((await s.pending()).map((p) => p.id)).toEqual(['r1']);
-    expect(await s.get('missing')).toBeUndefined();
+    expect(await s.get(R1)).toEqual(r);
+    expect((await s.pending()).map((p) => p.id)).toEqual([R1]);
+    expect(await s.get(randomUUID())).toBeUndefined();
+    expect(await s.get('pending')).toBeUndefined(); // not an id: never read as a key
   });
 
   it('resolves a request once when many resolvers race, and wakes subscribers of every store', async () => {
@@ -66,33 +71,33 @@ describe('RedisAccessRequestStore', () => {
     const woken: string[] = [];
     b.onChange((id) => woken.push(id));
     await new Promise((r) => setTimeout(r, 100)); // let SUBSCRIBE land
-    await a.create(request('r2'));
-    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).resolve('r2', i % 3 ? 'approved' : 'denied', { resolvedAt: Date.now(), denyReason: `by ${i}` })));
+    await a.create(request(R2));
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).resolve(R2, i % 3 ? 'approved' : 'denied', { resolvedAt: Date.now(), denyReason: `by ${i}` })));
     const winners = results.filter(Boolean);
     expect(winners).toHaveLength(1);
-    expect(await a.get('r2')).toEqual(winners[0]);
+    expect(await a.get(R2)).toEqual(winners[0]);
     expect(await a.pending()).toEqual([]);
-    await until(() => woken.includes('r2'));
+    await until(() => woken.includes(R2));
   });
 
   it('an update never overwrites a concurrent resolution, and a resolution keeps a concurrent update', async () => {
     const s = await store('update');
-    await s.create(request('r3'));
-    await Promise.all([s.update('r3', { notified: true }), s.resolve('r3', 'approved', { scope: 'once' }), s.update('r3', { codeHash: 'h2' })]);
-    expect(await s.get('r3')).toMatchObject({ state: 'approved', scope: 'once', notified: true, codeHash: 'h2' });
-    expect(await s.resolve('r3', 'denied', {})).toBeUndefined();
+    await s.create(request(R3));
+    await Promise.all([s.update(R3, { notified: true }), s.resolve(R3, 'approved', { scope: 'once' }), s.update(R3, { codeHash: 'h2' })]);
+    expect(await s.get(R3)).toMatchObject({ state: 'approved', scope: 'once', notified: true, codeHash: 'h2' });
+    expect(await s.resolve(R3, 'denied', {})).toBeUndefined();
   });
 
   it('keeps value approvals until they expire, and deletes them once', async () => {
     const s = await store('values');
     const now = Date.now();
-    await s.addValueApproval({ id: 'v1', agentId: 'bot', capability: 'send_sms', values: { to: '+1' }, requestId: 'r', createdAt: now, expiresAt: now + 60_000 });
-    await s.addValueApproval({ id: 'v2', agentId: 'bot', capability: 'send_sms', values: { to: '+2' }, requestId: 'r', createdAt: now, expiresAt: now + 50 });
-    expect((await s.valueApprovals(now)).map((a) => a.id).sort()).toEqual(['v1', 'v2']);
+    await s.addValueApproval({ id: V1, agentId: 'bot', capability: 'send_sms', values: { to: '+1' }, requestId: 'r', createdAt: now, expiresAt: now + 60_000 });
+    await s.addValueApproval({ id: V2, agentId: 'bot', capability: 'send_sms', values: { to: '+2' }, requestId: 'r', createdAt: now, expiresAt: now + 50 });
+    expect((await s.valueApprovals(now)).map((a) => a.id).sort()).toEqual([V1, V2].sort());
     await new Promise((r) => setTimeout(r, 80));
-    expect((await s.valueApprovals(Date.now())).map((a) => a.id)).toEqual(['v1']);
-    expect(await s.deleteValueApproval('v1')).toBe(true);
-    expect(await s.deleteValueApproval('v1')).toBe(false);
+    expect((await s.valueApprovals(Date.now())).map((a) => a.id)).toEqual([V1]);
+    expect(await s.deleteValueApproval(V1)).toBe(true);
+    expect(await s.deleteValueApproval(V1)).toBe(false);
     expect(await s.valueApprovals(Date.now())).toEqual([]);
   });
 });

@@ -39,7 +39,22 @@ describe('deriveGrants', () => {
     [['getInvoice', 'getInvoice'], /asked for twice/],
     ['getInvoice', /must be a list/],
     [[42], /a name or \{name, constraints\}/],
+    [[{ name: 'createInvoice', constraints: JSON.parse('{"__proto__": {"max": 1}}') }], /not a usable field name/],
   ])('refuses %j', (asked, message) => {
     expect(deriveGrants(host, asked)).toMatch(message);
+  });
+});
+
+describe('currentGrants', () => {
+  it('keeps what the host still allows, drops what it no longer grants or now grants more tightly', async () => {
+    const { currentGrants } = await import('../../../src/registration/grants.js');
+    const recorded: import('../../../src/registration/grants.js').DerivedGrant[] = [
+      { capability: 'createInvoice', constraints: { amount: { max: 500 }, currency: { in: ['USD'] } } },
+      { capability: 'getInvoice', constraints: {} },
+      { capability: 'deleteInvoice', constraints: {} },
+    ];
+    expect(currentGrants(host, recorded).map((g) => g.capability)).toEqual(['createInvoice', 'getInvoice']);
+    const tighter = { ...host, defaults: new Map([['createInvoice', { amount: { max: 100 } }]]) } as unknown as Host;
+    expect(currentGrants(tighter, recorded)).toEqual([]);
   });
 });
