@@ -46,6 +46,8 @@ export class ApprovalService {
   private readonly wrongCodes = new Map<string, number[]>();
   private readonly unsubscribe?: () => void;
   private released = false;
+  /** Approved calls being executed: shutdown waits for them (their outcome must be stored). */
+  private readonly running = new Set<Promise<void>>();
 
   constructor(
     private readonly store: AccessRequestStore,
@@ -120,7 +122,12 @@ export class ApprovalService {
         resolve(r);
       };
       const check = async (): Promise<void> => {
-        const r = await this.store.get(id);
+        let r: AccessRequest | undefined;
+        try {
+          r = await this.store.get(id);
+        } catch {
+          return; // the store is unreachable for now: the next wake-up or re-check reads again
+        }
         if (done || !isFinal(r)) return;
         finish(r);
       };
@@ -142,7 +149,9 @@ export class ApprovalService {
     if (scope === 'value') await this.rememberValues(resolved);
     this.log.info('access request approved', { requestId: id, agent: resolved.agentId, capability: resolved.capability, scope });
     this.onEvent('approved', resolved);
-    void this.runApproved(resolved);
+    const running = this.runApproved(resolved);
+    this.running.add(running);
+    void running.finally(() => this.running.delete(running));
     void this.notifier.onResolved(resolved).catch(() => undefined);
     return resolved;
   }
@@ -187,6 +196,12 @@ export class ApprovalService {
 
   revokeValueApproval(id: string): Promise<boolean> {
     return this.store.deleteValueApproval(id);
+  }
+
+  /** Resolves when every approved call being executed has finished, or at the deadline. */
+  async settle(deadlineMs: number): Promise<void> {
+    if (this.running.size === 0) return;
+    await Promise.race([Promise.allSettled([...this.running]), new Promise((r) => setTimeout(r, deadlineMs).unref())]);
   }
 
   close(): void {
@@ -238,8 +253,12 @@ export class ApprovalService {
         ? { status: 504, body: { error: 'upstream_timeout', message: 'the app did not finish answering within 30 s' } }
         : { status: 502, body: { error: 'upstream_unavailable', message: (err as Error).message } };
     }
-    const done = await this.store.update(r.id, { outcome });
-    if (done) this.onEvent('executed', done);
+    try {
+      const done = await this.store.update(r.id, { outcome });
+      if (done) this.onEvent('executed', done);
+    } catch (err) {
+      this.log.error('could not store the outcome of an approved call', { requestId: r.id, error: (err as Error).message });
+    }
     this.events.emit(r.id);
   }
 

@@ -7,7 +7,8 @@ export const REDACTED = '[REDACTED]';
 export function redact(value: unknown, pattern: RegExp = SECRET_KEY_PATTERN): unknown {
   if (Array.isArray(value)) return value.map((v) => redact(v, pattern));
   if (typeof value !== 'object' || value === null) return value;
-  const out: Record<string, unknown> = {};
+  // No prototype: a "__proto__" key in a body stays an ordinary field of the record.
+  const out = Object.create(null) as Record<string, unknown>;
   for (const [k, v] of Object.entries(value)) out[k] = pattern.test(k) ? REDACTED : redact(v, pattern);
   return out;
 }

@@ -70,13 +70,17 @@ export class AuditTrail {
   private stopped = false;
   /** The last sealed batches (encrypted), for the admin's view of recent entries. */
   private readonly recentBatches: string[] = [];
-  private readonly pattern: RegExp;
+  private pattern: RegExp;
   readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, servedWhileUnavailable: 0, byCapability: {} };
 
   constructor(private readonly opts: AuditTrailOptions) {
     this.spool = new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 256 * 1024 * 1024, opts.exporters.map((e) => e.name));
-    const extra = (opts.redactPatterns ?? []).map((r) => r.source);
-    this.pattern = extra.length ? new RegExp([SECRET_KEY_PATTERN.source, ...extra].join('|'), 'i') : SECRET_KEY_PATTERN;
+    this.pattern = redactionPattern(opts.redactPatterns);
+  }
+
+  /** A policy reload may change the extra redaction patterns; they apply from the next entry on. */
+  setRedactPatterns(patterns: RegExp[] | undefined): void {
+    this.pattern = redactionPattern(patterns);
   }
 
   async start(): Promise<void> {
@@ -100,7 +104,7 @@ export class AuditTrail {
     return this.healthy;
   }
 
-  /** Adds an entry; in strict mode resolves once its batch is on disk. */
+  /** Adds an entry; in strict mode resolves once its batch is on disk. After drain, it is spooled at once (kept for the next start). */
   record(entry: AuditEntry): Promise<void> {
     const e = { ...entry, args: this.redacted(entry.args) };
     this.sealer ??= new BatchSealer({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev }, this.opts.keyring.current);
@@ -110,7 +114,7 @@ export class AuditTrail {
     const cap = (this.stats.byCapability[e.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
     cap.total++;
     cap[e.result]++;
-    const strict = this.opts.durability === 'strict';
+    const strict = this.opts.durability === 'strict' || this.stopped;
     const durable = strict ? new Promise<void>((resolve, reject) => { this.waiters.push({ resolve, reject }); }) : Promise.resolve();
     // strict: group commit on the next tick; batched: at maxBatch or on the timer.
     if (strict) queueMicrotask(() => void this.flush());
@@ -165,7 +169,8 @@ export class AuditTrail {
         if (this.healthy) this.opts.log.error('audit spool write failed; refusing calls until it recovers', { error: (err as Error).message });
         this.healthy = false;
         this.stats.available = false;
-        for (const w of next.waiters.splice(0)) w.reject(err as Error);
+        // Strict callers of every batch waiting for the spool are refused now, not when it recovers.
+        for (const b of this.sealed) for (const w of b.waiters.splice(0)) w.reject(err as Error);
         return;
       }
       this.sealed.shift();
@@ -247,4 +252,9 @@ export class AuditTrail {
     if (this.timer) clearInterval(this.timer);
     for (const wake of this.wake.values()) wake();
   }
+}
+
+function redactionPattern(extra: RegExp[] | undefined): RegExp {
+  const sources = (extra ?? []).map((r) => r.source);
+  return sources.length ? new RegExp([SECRET_KEY_PATTERN.source, ...sources].join('|'), 'i') : SECRET_KEY_PATTERN;
 }

@@ -32,10 +32,13 @@ export function verifyChain(lines: readonly string[], keys: AuditKeyring): Chain
     let b: AuditBatch;
     try {
       b = JSON.parse(line) as AuditBatch;
+      if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new Error('not an object');
     } catch {
       problems.push({ line: n, problem: 'not a JSON batch' });
       return;
     }
+    // Delivery is at least once: a batch received twice in a row is a retry, not a reordering.
+    if (heads.get(b.chain)?.line === line) return;
     batches++;
     const at = { line: n, chain: b.chain, seq: b.seq };
     try {

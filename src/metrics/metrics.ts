@@ -69,7 +69,12 @@ export class SidecarMetrics {
     this.accessRequestDecision = new Histogram({ name: 'agents_chain_access_request_decision_seconds', help: 'Time from an access request to its resolution, by outcome.', labelNames: ['outcome'], buckets: DECISION_BUCKETS, registers: [r] });
     new Gauge({
       name: 'agents_chain_access_requests_pending', help: 'Access requests waiting for a human.', registers: [r],
-      async collect() { this.set(self.sources.pendingAccessRequests ? await self.sources.pendingAccessRequests() : 0); },
+      async collect() {
+        // A store that does not answer (Redis down) must not fail the whole scrape: keep the last value.
+        try {
+          this.set(self.sources.pendingAccessRequests ? await self.sources.pendingAccessRequests() : 0);
+        } catch { /* last value stays */ }
+      },
     });
     this.auditEntries = new Counter({ name: 'agents_chain_audit_entries_total', help: 'Audit entries recorded.', registers: [r] });
     this.auditBatchesExported = new Counter({ name: 'agents_chain_audit_batches_exported_total', help: 'Audit batches acknowledged, by exporter.', labelNames: ['exporter'], registers: [r] });

@@ -23,6 +23,7 @@ export function watchPolicyFile(file: string, onChange: () => void, debounceMs =
       if (!changed || changed === name || changed.startsWith('..')) fire();
     });
     watcher.unref();
+    watcher.on('error', () => undefined); // the directory went away: SIGHUP still reloads
   } catch {
     watcher = undefined; // no inotify here: SIGHUP still reloads
   }

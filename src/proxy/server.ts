@@ -137,7 +137,13 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
 
   // Each call takes the deps current when it arrives, and keeps them: a reload swaps the whole object.
   let current = deps;
-  const data = createServer({ requireHostHeader: true }, (req, res) => void handleCall(req, res, current));
+  // Calls being handled, so shutdown can wait for their audit record (the socket may close before the handler ends).
+  const inFlight = new Set<Promise<void>>();
+  const data = createServer({ requireHostHeader: true }, (req, res) => {
+    const call = handleCall(req, res, current);
+    inFlight.add(call);
+    void call.finally(() => inFlight.delete(call));
+  });
   data.keepAliveTimeout = 65_000;
   // A caller gets 10 s to send its headers and 30 s for the whole request (slow-body callers are cut off).
   data.headersTimeout = 10_000;
@@ -167,6 +173,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     policy: opts.policy.file, policyHash: opts.policy.hash,
   });
 
+  let closing: Promise<void> | undefined;
   let reloading: Promise<ReloadResult> = Promise.resolve({ ok: true, changed: false, hash: opts.policy.hash });
   const reloadOnce = async (text?: string): Promise<ReloadResult> => {
     let next: Policy;
@@ -178,7 +185,10 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       log.error('policy reload refused; the last good policy keeps serving', { policy: opts.policy.file, activeHash: current.policy.hash, issues });
       return { ok: false, issues };
     }
-    if (next.hash === current.policy.hash) return { ok: true, changed: false, hash: next.hash };
+    if (next.hash === current.policy.hash) {
+      metrics.policyReloadOk.set(1); // back to the active policy (a refused version was reverted)
+      return { ok: true, changed: false, hash: next.hash };
+    }
     const refused = reloadConflict(current.policy, next);
     if (refused) {
       metrics.policyReloaded({ ok: false });
@@ -186,6 +196,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       return { ok: false, issues: [refused] };
     }
     current = { ...current, policy: next };
+    audit?.setRedactPatterns(next.audit.redact);
     metrics.policyReloaded({ ok: true, hash: next.hash, nowMs: now() });
     log.info('policy reloaded', { policy: opts.policy.file, policyHash: next.hash });
     return { ok: true, changed: true, hash: next.hash };
@@ -199,24 +210,33 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     },
     reloadPolicy(text?: string) {
       // One at a time, in order: the last file read wins.
-      reloading = reloading.then(() => reloadOnce(text));
+      reloading = reloading.catch(() => undefined).then(() => reloadOnce(text));
       return reloading;
     },
-    async close() {
-      // Readiness first, so the endpoints controller stops sending; then stop accepting and let calls finish.
-      ready = false;
-      const grace = opts.shutdownGraceMs ?? 15_000;
-      // Callers waiting for a human are released just before the deadline, with a status URL to poll.
-      const release = setTimeout(() => approvals?.releaseWaiters(), Math.max(0, grace - 1_000));
-      // The admin listener stays up meanwhile: probes see not-ready, Prometheus can still scrape.
-      await closeServer(data, grace);
-      clearTimeout(release);
-      await closeServer(admin, 1_000);
-      approvals?.close();
-      // In-flight calls are done: flush and deliver what we can; the rest stays in the spool.
-      await audit?.drain(opts.audit?.drainMs ?? 10_000);
-      await upstream.close();
-      await shared?.close();
+    close() {
+      // One shutdown, however many signals arrive.
+      closing ??= (async () => {
+        // Readiness first, so the endpoints controller stops sending; then stop accepting and let calls finish.
+        ready = false;
+        const grace = opts.shutdownGraceMs ?? 15_000;
+        const deadline = Date.now() + grace;
+        // Callers waiting for a human are released just before the deadline, with a status URL to poll.
+        const release = setTimeout(() => approvals?.releaseWaiters(), Math.max(0, grace - 1_000));
+        // The admin listener stays up meanwhile: probes see not-ready, Prometheus can still scrape.
+        await closeServer(data, grace);
+        clearTimeout(release);
+        approvals?.releaseWaiters(); // whoever still waits (a client that hung up) stops waiting
+        const left = () => Math.max(0, deadline - Date.now());
+        await Promise.race([Promise.allSettled([...inFlight]), new Promise((r) => setTimeout(r, left()).unref())]);
+        await approvals?.settle(Math.max(1_000, left()));
+        await closeServer(admin, 1_000);
+        approvals?.close();
+        // Calls are done and recorded: flush and deliver what we can; the rest stays in the spool.
+        await audit?.drain(opts.audit?.drainMs ?? 10_000);
+        await upstream.close();
+        await shared?.close();
+      })();
+      return closing;
     },
   };
 }

@@ -72,6 +72,9 @@ describe('live policy reload', () => {
       expect(sample(samples, 'agents_chain_policy_reloads_total', { result: 'failure' })).toBe(invalid);
       expect(sample(samples, 'agents_chain_policy_last_reload_successful')).toBe(0); // the last one was invalid
       expect(await policyHashes(sidecar.adminUrl)).toEqual([sidecar.policyHash]);
+      // Reverting the file to the active version clears the failure.
+      expect(await sidecar.reloadPolicy(base.replace('description: Billing API', 'description: Billing API v198'))).toMatchObject({ ok: true, changed: false });
+      expect(sample((await scrape(sidecar.adminUrl)).samples, 'agents_chain_policy_last_reload_successful')).toBe(1);
     } finally {
       stop = true;
       await Promise.all(load);

@@ -98,6 +98,13 @@ describe('audit verify', () => {
     ]);
   });
 
+  it('takes a batch delivered twice in a row (at-least-once delivery) as one', () => {
+    const lines = chain(3);
+    lines.splice(2, 0, lines[1]!);
+    expect(verifyChain(lines, keys)).toMatchObject({ batches: 3, problems: [] });
+    expect(verifyChain(['null', ...chain(1)], keys).problems).toEqual([{ line: 1, problem: 'not a JSON batch' }]);
+  });
+
   it('reports a dropped batch', () => {
     const lines = chain(4);
     lines.splice(1, 1);
@@ -126,6 +133,11 @@ describe('redaction', () => {
     expect(needsRedaction([{ Authorization: 'x' }])).toBe(true);
     expect(needsRedaction('token')).toBe(false);
     expect(needsRedaction({ ssn: '1' }, /ssn/i)).toBe(true);
+  });
+
+  it('keeps a "__proto__" key as an ordinary field of the copy', () => {
+    const copy = redact(JSON.parse('{"__proto__": {"apiKey": "k", "n": 1}, "a": 2}')) as Record<string, unknown>;
+    expect(JSON.stringify(copy)).toBe('{"__proto__":{"apiKey":"[REDACTED]","n":1},"a":2}');
   });
 
   it('takes extra patterns', () => {
