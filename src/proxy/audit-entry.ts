@@ -6,10 +6,16 @@ import type { Call } from './stages.js';
 
 const ERROR_CODES = new Set(['upstream_unavailable', 'internal_error', 'replay_store_unavailable', 'audit_unavailable', 'client_closed_request']);
 
-/** success, denied or error: a sidecar failure or an app's 5xx is an error, any other refusal a denial. */
-export function resultOf(outcome: { upstreamStatus?: number; denial?: Denial }): AuditEntry['result'] {
+/**
+ * success, denied or error: a sidecar failure or an app's 5xx is an error,
+ * any other refusal a denial. An answer the sidecar wrote itself (its own
+ * endpoints: a human's denial, a shutdown 503) is judged by its status.
+ */
+export function resultOf(outcome: { status?: number; upstreamStatus?: number; denial?: Denial }): AuditEntry['result'] {
   if (outcome.denial) return ERROR_CODES.has(outcome.denial.code) ? 'error' : 'denied';
-  return (outcome.upstreamStatus ?? 0) >= 500 ? 'error' : 'success';
+  if (outcome.upstreamStatus !== undefined) return outcome.upstreamStatus >= 500 ? 'error' : 'success';
+  const status = outcome.status ?? 0;
+  return status >= 500 ? 'error' : status >= 400 ? 'denied' : 'success';
 }
 
 /** The capability (or sidecar endpoint) a call was routed to; null before routing. */

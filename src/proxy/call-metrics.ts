@@ -11,7 +11,7 @@ const DECISION = { success: 'allowed', denied: 'denied', error: 'error' } as con
  * public routes), the agent only a verified one. Sidecar endpoints that wait
  * for a human are counted but not timed (their wait is not overhead).
  */
-export function callMetrics(call: Call, outcome: { upstreamStatus?: number; denial?: Denial }, nowHr: number) {
+export function callMetrics(call: Call, outcome: { status?: number; upstreamStatus?: number; denial?: Denial }, nowHr: number) {
   const kind = call.route?.kind;
   const denial = outcome.denial;
   return {
