@@ -23,6 +23,8 @@ export interface AuditTrailOptions {
   drainMs?: number;
   /** Backoff before retry n (ms), for tests. */
   backoffMs?: (attempt: number) => number;
+  /** While the spool cannot take batches, how much may wait in memory [64 MiB]. */
+  maxHeldBytes?: number;
   /** Told of each entry, delivery and failure (metrics). */
   observer?: AuditObserver;
 }
@@ -33,6 +35,8 @@ export interface AuditObserver {
   exported(exporter: string): void;
   exportFailed(exporter: string): void;
   servedWhileUnavailable(): void;
+  /** A record not kept: the spool was down and the in-memory backlog full (the call itself was refused). */
+  dropped?(): void;
 }
 
 export interface AuditStats {
@@ -44,6 +48,8 @@ export interface AuditStats {
   available: boolean;
   /** Calls served while the spool could not take entries (onAuditFailure: allow). */
   servedWhileUnavailable: number;
+  /** Records not kept while the spool was down and the backlog full. */
+  dropped: number;
   byCapability: Record<string, { total: number; success: number; denied: number; error: number }>;
 }
 
@@ -71,7 +77,10 @@ export class AuditTrail {
   /** The last sealed batches (encrypted), for the admin's view of recent entries. */
   private readonly recentBatches: string[] = [];
   private pattern: RegExp;
-  readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, servedWhileUnavailable: 0, byCapability: {} };
+  /** Bytes of sealed batches waiting for the spool. */
+  private heldBytes = 0;
+  private warnedFull = false;
+  readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, servedWhileUnavailable: 0, dropped: 0, byCapability: {} };
 
   constructor(private readonly opts: AuditTrailOptions) {
     this.spool = new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 256 * 1024 * 1024, opts.exporters.map((e) => e.name));
@@ -106,6 +115,15 @@ export class AuditTrail {
 
   /** Adds an entry; in strict mode resolves once its batch is on disk. After drain, it is spooled at once (kept for the next start). */
   record(entry: AuditEntry): Promise<void> {
+    // While the spool is down, calls are refused but still recorded in memory; past the bound the
+    // record of a refused call is counted (metric, log) instead of kept, so an outage cannot exhaust memory.
+    if (!this.healthy && this.heldBytes > (this.opts.maxHeldBytes ?? 64 * 1024 * 1024)) {
+      this.stats.dropped++;
+      if (!this.warnedFull) this.opts.log.error('audit spool down and the in-memory backlog is full: records of refused calls are counted, not kept', { heldBytes: this.heldBytes });
+      this.warnedFull = true;
+      this.opts.observer?.dropped?.();
+      return Promise.reject(new Error('audit backlog full'));
+    }
     const e = { ...entry, args: this.redacted(entry.args) };
     this.sealer ??= new BatchSealer({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev }, this.opts.keyring.current);
     this.sealer.add(e);
@@ -152,6 +170,7 @@ export class AuditTrail {
       const line = JSON.stringify(batch);
       const hash = batchHash(line);
       this.sealed.push({ seq: batch.seq, line, hash, count: batch.count, first: batch.first, waiters: this.waiters });
+      this.heldBytes += line.length;
       this.recentBatches.push(line);
       if (this.recentBatches.length > 8) this.recentBatches.shift();
       this.seq = this.sealer.link.seq;
@@ -173,8 +192,9 @@ export class AuditTrail {
         for (const b of this.sealed) for (const w of b.waiters.splice(0)) w.reject(err as Error);
         return;
       }
-      this.sealed.shift();
-      if (!this.healthy) this.opts.log.info('audit spool writable again');
+      this.heldBytes -= this.sealed.shift()!.line.length;
+      if (!this.healthy) this.opts.log.info('audit spool writable again', { dropped: this.stats.dropped });
+      this.warnedFull = false;
       this.healthy = true;
       this.stats.available = true;
       this.stats.spoolBytes = this.spool.bytes;

@@ -46,6 +46,7 @@ export class SidecarMetrics {
   readonly auditBatchesExported: Counter<'exporter'>;
   readonly auditExportFailures: Counter<'exporter'>;
   readonly auditUnaudited: Counter;
+  readonly auditDropped: Counter;
   readonly policyReloads: Counter<'result'>;
   readonly policyInfo: Gauge<'hash'>;
   readonly policyLoadedAt: Gauge;
@@ -79,6 +80,7 @@ export class SidecarMetrics {
     this.auditEntries = new Counter({ name: 'agents_chain_audit_entries_total', help: 'Audit entries recorded.', registers: [r] });
     this.auditBatchesExported = new Counter({ name: 'agents_chain_audit_batches_exported_total', help: 'Audit batches acknowledged, by exporter.', labelNames: ['exporter'], registers: [r] });
     this.auditExportFailures = new Counter({ name: 'agents_chain_audit_export_failures_total', help: 'Failed audit export attempts (each is retried), by exporter.', labelNames: ['exporter'], registers: [r] });
+    this.auditDropped = new Counter({ name: 'agents_chain_audit_entries_dropped_total', help: 'Records of refused calls not kept because the spool was down and the in-memory backlog full (the calls were refused).', registers: [r] });
     this.auditUnaudited = new Counter({ name: 'agents_chain_audit_unaudited_calls_total', help: 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).', registers: [r] });
     const audit = () => self.sources.audit?.();
     new Gauge({ name: 'agents_chain_audit_entries_buffered', help: 'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).', registers: [r], collect() { this.set(audit()?.buffered ?? 0); } });
@@ -96,6 +98,7 @@ export class SidecarMetrics {
     this.replayStoreErrors.inc(0);
     this.auditEntries.inc(0);
     this.auditUnaudited.inc(0);
+    this.auditDropped.inc(0);
     if (opts.processMetrics !== false) {
       collectDefaultMetrics({ register: r });
       // Gauges named like counters (promtool check metrics flags them); the per-type gauges without _total stay.
