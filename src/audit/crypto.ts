@@ -83,15 +83,23 @@ export class BatchSealer {
     return this.count;
   }
 
-  add(entry: { timestamp: number; args?: unknown; [field: string]: unknown }): void {
+  /**
+   * Adds one entry. `rawArgs`, or an `args` that is RawJson, is a verified
+   * JSON body spliced in as it is, as the last member: `{...,"args":<bytes>}`.
+   */
+  add(entry: { timestamp: number; args?: unknown; [field: string]: unknown }, rawArgs?: Uint8Array): void {
     if (this.count === 0) this.first = entry.timestamp;
     this.last = entry.timestamp;
     const open = this.count === 0 ? '[' : ',';
-    if (entry.args instanceof RawJson) {
-      // The verified body goes in as it is, as the last member: `{...,"args":<bytes>}`.
-      const { args, ...rest } = entry;
-      const head = JSON.stringify(rest);
-      this.parts.push(Buffer.from(`${open}${head.slice(0, -1)}${head.length > 2 ? ',' : ''}"args":`, 'utf8'), args.bytes, CLOSE);
+    let raw = rawArgs;
+    let fields: object = entry;
+    if (!raw && entry.args instanceof RawJson) {
+      raw = entry.args.bytes;
+      fields = { ...entry, args: undefined };
+    }
+    if (raw) {
+      const head = JSON.stringify(fields); // args is undefined here, so it is left out
+      this.parts.push(Buffer.from(`${open}${head.slice(0, -1)}${head.length > 2 ? ',' : ''}"args":`, 'utf8'), raw, CLOSE);
     } else {
       this.parts.push(Buffer.from(`${open}${JSON.stringify(entry)}`, 'utf8'));
     }

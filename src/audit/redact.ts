@@ -14,11 +14,16 @@ export function redact(value: unknown, pattern: RegExp = SECRET_KEY_PATTERN): un
 }
 
 /** True when `redact` would change something: lets the caller keep the original bytes otherwise. */
-export function needsRedaction(value: unknown, pattern: RegExp = SECRET_KEY_PATTERN): boolean {
-  if (Array.isArray(value)) return value.some((v) => needsRedaction(v, pattern));
+export function needsRedaction(value: unknown, pattern: RegExp | ((key: string) => boolean) = SECRET_KEY_PATTERN): boolean {
+  const isSecret = typeof pattern === 'function' ? pattern : (k: string) => pattern.test(k);
+  return walk(value, isSecret);
+}
+
+function walk(value: unknown, isSecret: (key: string) => boolean): boolean {
+  if (Array.isArray(value)) return value.some((v) => walk(v, isSecret));
   if (typeof value !== 'object' || value === null) return false;
   for (const [k, v] of Object.entries(value)) {
-    if (pattern.test(k) || needsRedaction(v, pattern)) return true;
+    if (isSecret(k) || walk(v, isSecret)) return true;
   }
   return false;
 }

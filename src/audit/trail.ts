@@ -90,7 +90,19 @@ export class AuditTrail {
   /** A policy reload may change the extra redaction patterns; they apply from the next entry on. */
   setRedactPatterns(patterns: RegExp[] | undefined): void {
     this.pattern = redactionPattern(patterns);
+    this.verdicts.clear();
   }
+
+  /** Field names repeat from call to call: the pattern's verdict on each is remembered (bounded). */
+  private readonly verdicts = new Map<string, boolean>();
+  private readonly isSecretKey = (key: string): boolean => {
+    let v = this.verdicts.get(key);
+    if (v === undefined) {
+      v = this.pattern.test(key);
+      if (this.verdicts.size < 10_000) this.verdicts.set(key, v);
+    }
+    return v;
+  };
 
   async start(): Promise<void> {
     const newest = await this.spool.init();
@@ -124,9 +136,11 @@ export class AuditTrail {
       this.opts.observer?.dropped?.();
       return Promise.reject(new Error('audit backlog full'));
     }
-    const e = { ...entry, args: this.redacted(entry.args) };
+    const args = this.redacted(entry.args);
+    // Verified body bytes go in as they are, spliced after the other fields (no copy of the entry without them).
+    const e = args instanceof RawJson ? { ...entry, args: undefined } : { ...entry, args };
     this.sealer ??= new BatchSealer({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev }, this.opts.keyring.current);
-    this.sealer.add(e);
+    this.sealer.add(e, args instanceof RawJson ? args.bytes : undefined);
     this.stats.recorded++;
     this.opts.observer?.recorded();
     const cap = (this.stats.byCapability[e.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
@@ -142,7 +156,7 @@ export class AuditTrail {
 
   /** Body bytes are kept as they are unless a key must be redacted; everything else is copied redacted. */
   private redacted(args: unknown): unknown {
-    if (args instanceof RawJson) return needsRedaction(args.value, this.pattern) ? redact(args.value, this.pattern) : args;
+    if (args instanceof RawJson) return needsRedaction(args.value, this.isSecretKey) ? redact(args.value, this.pattern) : args;
     return redact(args, this.pattern);
   }
 
