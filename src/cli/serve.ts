@@ -132,8 +132,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     throw new UsageError(`in egress mode anyone who reaches --listen ${listen} acts as the agent: listen on 127.0.0.1 (the agent's own pod) or add --egress-allow-remote`);
   }
   const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
-  const maxAgents = Number(v['metrics-max-agents'] ?? 100);
-  if (!Number.isSafeInteger(maxAgents) || maxAgents <= 0) throw new UsageError('--metrics-max-agents must be a positive whole number');
+  const maxAgents = positive(v['metrics-max-agents'], '--metrics-max-agents') ?? 100;
   const perAgent = v['metrics-agent-label'] || env.AGENTS_CHAIN_METRICS_AGENT_LABEL === 'true' ? { maxAgents } : undefined;
   const sidecar = await startSidecar({
     audit,
@@ -172,13 +171,7 @@ async function auditOptions(v: Record<string, string | string[] | boolean | unde
   const specs = (v['audit-export'] as string[] | undefined) ?? (env.AGENTS_CHAIN_AUDIT_EXPORT ? env.AGENTS_CHAIN_AUDIT_EXPORT.split(',') : []);
   const durability = (v['audit-durability'] as string | undefined) ?? env.AGENTS_CHAIN_AUDIT_DURABILITY ?? 'batched';
   if (durability !== 'batched' && durability !== 'strict') throw new UsageError('--audit-durability must be batched or strict');
-  const num = (flag: string): number | undefined => {
-    const t = v[flag] as string | undefined;
-    if (t === undefined) return undefined;
-    const n = Number(t);
-    if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`--${flag} must be a positive whole number`);
-    return n;
-  };
+  const num = (flag: string): number | undefined => positive(v[flag] as string | undefined, `--${flag}`);
   if (specs.length === 0) throw new UsageError('the audit trail needs somewhere to deliver batches: give --audit-export (stdout, file:PATH or a URL)');
   return {
     keyring: parseKeyring(keyText),
@@ -209,8 +202,7 @@ async function redisOptions(v: Record<string, string | undefined>, env: NodeJS.P
   if (url && !/^rediss?:\/\//.test(url)) throw new UsageError(`--redis must be a redis:// or rediss:// URL, got "${url}"`);
   const passwordFile = v['redis-password-file'];
   const password = passwordFile ? (await readFile(passwordFile, 'utf8')).trim() : env.AGENTS_CHAIN_REDIS_PASSWORD;
-  const timeout = Number(v['redis-timeout-ms'] ?? 250);
-  if (!Number.isSafeInteger(timeout) || timeout <= 0) throw new UsageError('--redis-timeout-ms must be a positive whole number');
+  const timeout = positive(v['redis-timeout-ms'], '--redis-timeout-ms') ?? 250;
   return {
     url,
     sentinels: sentinels ? hostPorts(sentinels, '--redis-sentinels') : undefined,

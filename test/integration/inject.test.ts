@@ -1,24 +1,12 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { CLI, requireBuild } from '../support/cli.js';
+import { requireBuild, runCli } from '../support/cli.js';
 import { validateObject } from '../support/kubernetes.js';
 
 const FIXTURE = readFileSync(new URL('../fixtures/kubernetes/workloads.yaml', import.meta.url), 'utf8');
 
-function inject(input: string, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, 'inject', '--image', 'registry.example.com/agents-chain:0.1.0', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
-}
+const inject = (input: string) => runCli(['inject', '--image', 'registry.example.com/agents-chain:0.1.0'], {}, input);
 
 describe('agents-chain inject (a Helm post-renderer)', () => {
   it('injects the annotated workloads of a multi-document file; the rest is written out unchanged; twice changes nothing', async () => {

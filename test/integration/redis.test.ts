@@ -7,7 +7,7 @@ import { loadPolicyText } from '../../src/policy/load.js';
 import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
 import { ADMIN_TOKEN, smsPolicy, startInbox, type Inbox } from '../support/approvals.js';
 import { ROOT, requireBuild, startCli } from '../support/cli.js';
-import { testAgent, type TestAgent } from '../support/fixture.js';
+import { startEnv, testAgent, type TestAgent } from '../support/fixture.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
 import { disposableRedis, REDIS_URL, testPrefix } from '../support/redis.js';
 import { until } from '../support/until.js';
@@ -140,15 +140,8 @@ describe('Redis outage', () => {
   it('denies every call with 503 while Redis is down, forwards none, and serves again within 2 s of its return', async () => {
     const redis = await disposableRedis();
     await redis.start();
-    const app = await startRecorder();
-    const bot = await testAgent('agent-billing-bot');
-    const other = await testAgent('agent-other');
-    const { billingPolicy } = await import('../support/fixture.js');
-    const policy = await loadPolicyText(billingPolicy({ bot, other }), 'billing.yaml');
-    const sidecar = await startSidecar({
-      policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
-      redis: { url: redis.url, prefix: testPrefix('outage') }, metrics: { processMetrics: false },
-    });
+    const env = await startEnv({ redis: { url: redis.url, prefix: testPrefix('outage') }, metrics: { processMetrics: false } });
+    const { sidecar, app, bot } = env;
     const call = async () => get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'));
     try {
       await until(async () => (await call()).status === 200);
@@ -187,23 +180,15 @@ describe('Redis outage', () => {
       const metrics = await (await fetch(`${sidecar.adminUrl}/metrics`)).text();
       expect(Number(/^agents_chain_replay_store_errors_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(during.length);
     } finally {
-      await sidecar.close();
-      await app.close();
+      await env.close();
       await redis.kill();
     }
   }, 20_000);
 
   it('starts with Redis down: not ready, refusing calls, not crashing; ready once Redis comes up', async () => {
     const redis = await disposableRedis();
-    const app = await startRecorder();
-    const bot = await testAgent('agent-billing-bot');
-    const other = await testAgent('agent-other');
-    const { billingPolicy } = await import('../support/fixture.js');
-    const policy = await loadPolicyText(billingPolicy({ bot, other }), 'billing.yaml');
-    const sidecar = await startSidecar({
-      policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
-      redis: { url: redis.url, prefix: testPrefix('startup') }, metrics: { processMetrics: false },
-    });
+    const env = await startEnv({ redis: { url: redis.url, prefix: testPrefix('startup') }, metrics: { processMetrics: false } });
+    const { sidecar, app, bot } = env;
     try {
       expect((await fetch(`${sidecar.adminUrl}/readyz`)).status).toBe(503);
       const refused = await get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'));
@@ -213,8 +198,7 @@ describe('Redis outage', () => {
       await until(async () => (await fetch(`${sidecar.adminUrl}/readyz`)).status === 200, 5_000);
       expect((await get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'))).status).toBe(200);
     } finally {
-      await sidecar.close();
-      await app.close();
+      await env.close();
       await redis.kill();
     }
   }, 20_000);

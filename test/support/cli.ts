@@ -15,14 +15,15 @@ export interface Run {
   stderr: string;
 }
 
-/** Runs the built CLI to completion. */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+/** Runs the built CLI to completion, with `stdin` as its standard input when given. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, stdin?: string): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (stdin !== undefined) child.stdin!.end(stdin);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
