@@ -1,18 +1,22 @@
 import { appendFile } from 'node:fs/promises';
+
+const NEWLINE = Buffer.from('\n');
 import { request } from 'undici';
 
-/** Delivers sealed batches (one JSON line each). Resolves only when the batch is safely received. */
+/** Delivers sealed batches (one JSON line each, as UTF-8 bytes). Resolves only when the batch is safely received. */
 export interface AuditExporter {
   /** Stable name: the spool keeps one delivery cursor per exporter. */
   name: string;
-  export(line: string, seq: number): Promise<void>;
+  export(line: Buffer, seq: number): Promise<void>;
 }
 
 /** One JSON line per batch on stdout (Fluent Bit, Vector, Loki). */
 export class StdoutAuditExporter implements AuditExporter {
   name = 'stdout';
-  async export(line: string): Promise<void> {
-    await new Promise<void>((resolve, reject) => process.stdout.write(`${line}\n`, (err) => (err ? reject(err) : resolve())));
+  async export(line: Buffer): Promise<void> {
+    // Two writes in one tick: nothing else on stdout can come between them.
+    process.stdout.write(line);
+    await new Promise<void>((resolve, reject) => process.stdout.write(NEWLINE, (err) => (err ? reject(err) : resolve())));
   }
 }
 
@@ -21,8 +25,8 @@ export class FileAuditExporter implements AuditExporter {
   constructor(private readonly path: string) {
     this.name = `file-${path.replace(/[^A-Za-z0-9._-]/g, '_')}`;
   }
-  async export(line: string): Promise<void> {
-    await appendFile(this.path, `${line}\n`);
+  async export(line: Buffer): Promise<void> {
+    await appendFile(this.path, Buffer.concat([line, NEWLINE]));
   }
 }
 
@@ -32,7 +36,7 @@ export class HttpAuditExporter implements AuditExporter {
   constructor(private readonly url: string, private readonly apiKey?: string, private readonly timeoutMs = 10_000) {
     this.name = `http-${new URL(url).host.replace(/[^A-Za-z0-9._-]/g, '_')}`;
   }
-  async export(line: string, seq: number): Promise<void> {
+  async export(line: Buffer, seq: number): Promise<void> {
     const res = await request(this.url, {
       method: 'POST',
       body: line,

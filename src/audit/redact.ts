@@ -20,10 +20,15 @@ export function needsRedaction(value: unknown, pattern: RegExp | ((key: string) 
 }
 
 function walk(value: unknown, isSecret: (key: string) => boolean): boolean {
-  if (Array.isArray(value)) return value.some((v) => walk(v, isSecret));
   if (typeof value !== 'object' || value === null) return false;
-  for (const [k, v] of Object.entries(value)) {
-    if (isSecret(k) || walk(v, isSecret)) return true;
+  if (Array.isArray(value)) {
+    for (const v of value) if (walk(v, isSecret)) return true;
+    return false;
+  }
+  // Runs on every audited body: no entry arrays allocated.
+  const record = value as Record<string, unknown>;
+  for (const k of Object.keys(record)) {
+    if (isSecret(k) || walk(record[k], isSecret)) return true;
   }
   return false;
 }

@@ -24,7 +24,7 @@ export class SpoolFullError extends Error {
  * embedded default: survives nothing, but still bounded and ordered).
  */
 export class Spool {
-  private readonly batches = new Map<number, string>();
+  private readonly batches = new Map<number, Buffer>();
   /** Timestamp of each batch's first entry, for the delivery-lag metric. */
   private readonly firsts = new Map<number, number>();
   private sizes = new Map<number, number>();
@@ -54,8 +54,8 @@ export class Spool {
       const m = /^(\d{16})\.batch$/.exec(name);
       if (m) {
         const seq = Number(m[1]);
-        const line = await readFile(join(this.dir, name), 'utf8');
-        const header = JSON.parse(line) as { chain: string; first: number };
+        const line = await readFile(join(this.dir, name));
+        const header = JSON.parse(line.toString()) as { chain: string; first: number };
         this.remember(seq, line, header.first);
         if (!newest || seq > newest.seq) newest = { chain: header.chain, seq, hash: batchHash(line) };
         continue;
@@ -70,8 +70,8 @@ export class Spool {
   }
 
   /** Appends a sealed batch; with `sync`, returns only once it is on disk. */
-  async append({ seq, line, hash, first }: { seq: number; line: string; hash: string; first: number }, sync: boolean): Promise<void> {
-    const size = Buffer.byteLength(line);
+  async append({ seq, line, hash, first }: { seq: number; line: Buffer; hash: string; first: number }, sync: boolean): Promise<void> {
+    const size = line.length;
     // An empty spool always takes one batch, so a backlog built up while full can always drain.
     if (this.total > 0 && this.total + size > this.maxBytes) throw new SpoolFullError(`audit spool is full (${this.total} of ${this.maxBytes} bytes)`);
     if (this.dir) {
@@ -87,7 +87,7 @@ export class Spool {
     return [...this.batches.keys()].filter((s) => s > cursor).sort((a, b) => a - b);
   }
 
-  read(seq: number): string | undefined {
+  read(seq: number): Buffer | undefined {
     return this.batches.get(seq);
   }
 
@@ -124,8 +124,8 @@ export class Spool {
     return oldest;
   }
 
-  private remember(seq: number, line: string, first: number): void {
-    const size = Buffer.byteLength(line);
+  private remember(seq: number, line: Buffer, first: number): void {
+    const size = line.length;
     this.firsts.set(seq, first);
     this.batches.set(seq, line);
     this.sizes.set(seq, size);
@@ -142,7 +142,7 @@ export class Spool {
 }
 
 /** Write to a temp file, optionally fsync, then rename: a crash leaves the old or the new file, never half of one. */
-async function writeDurably(file: string, content: string, sync: boolean): Promise<void> {
+async function writeDurably(file: string, content: string | Buffer, sync: boolean): Promise<void> {
   const tmp = `${file}.tmp`;
   const fh = await open(tmp, 'w');
   try {

@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { BatchSealer, batchHash, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
+import { BatchSealer, batchHash, batchLine, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
 import type { AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
 import { RawJson } from './raw-json.js';
@@ -63,7 +63,7 @@ export class AuditTrail {
   private sealer?: BatchSealer;
   private waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
   /** Sealed batches not yet in the spool (the spool was full or failing), in order. */
-  private readonly sealed: { seq: number; line: string; hash: string; count: number; first: number; waiters: { resolve: () => void; reject: (e: Error) => void }[] }[] = [];
+  private readonly sealed: { seq: number; line: Buffer; hash: string; count: number; first: number; waiters: { resolve: () => void; reject: (e: Error) => void }[] }[] = [];
   private seq = 0;
   private prev = GENESIS;
   private timer?: NodeJS.Timeout;
@@ -75,10 +75,14 @@ export class AuditTrail {
   private readonly wake = new Map<string, () => void>();
   private stopped = false;
   /** The last sealed batches (encrypted), for the admin's view of recent entries. */
-  private readonly recentBatches: string[] = [];
+  private readonly recentBatches: Buffer[] = [];
   private pattern: RegExp;
   /** Bytes of sealed batches waiting for the spool. */
   private heldBytes = 0;
+  /** Entries of the batch being sealed (off the event loop), for `buffered`. */
+  private sealing = 0;
+  /** Size of the last batch, so the next one starts with room for as much. */
+  private lastBatchBytes = 64 * 1024;
   private warnedFull = false;
   readonly stats: AuditStats = { recorded: 0, batches: 0, exported: {}, exportFailures: 0, spoolBytes: 0, available: true, servedWhileUnavailable: 0, dropped: 0, byCapability: {} };
 
@@ -139,7 +143,7 @@ export class AuditTrail {
     const args = this.redacted(entry.args);
     // Verified body bytes go in as they are, spliced after the other fields (no copy of the entry without them).
     const e = args instanceof RawJson ? { ...entry, args: undefined } : { ...entry, args };
-    this.sealer ??= new BatchSealer({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev }, this.opts.keyring.current);
+    this.sealer ??= new BatchSealer(this.opts.keyring.current, this.lastBatchBytes);
     this.sealer.add(e, args instanceof RawJson ? args.bytes : undefined);
     this.stats.recorded++;
     this.opts.observer?.recorded();
@@ -150,7 +154,7 @@ export class AuditTrail {
     const durable = strict ? new Promise<void>((resolve, reject) => { this.waiters.push({ resolve, reject }); }) : Promise.resolve();
     // strict: group commit on the next tick; batched: at maxBatch or on the timer.
     if (strict) queueMicrotask(() => void this.flush());
-    else if (this.sealer.size >= (this.opts.maxBatch ?? 500)) void this.flush();
+    else if (this.sealer.size >= (this.opts.maxBatch ?? 2000)) void this.flush();
     return durable;
   }
 
@@ -178,19 +182,36 @@ export class AuditTrail {
   }
 
   private async flushOnce(): Promise<void> {
-    if (this.sealer) {
-      // Sealing is synchronous, so the next batch chains from this one whatever happens to the spool.
-      const batch = this.sealer.seal();
-      const line = JSON.stringify(batch);
+    const sealer = this.sealer;
+    if (sealer) {
+      // The open batch is closed now; calls recorded while it is sealed go into the next one.
+      const waiters = this.waiters;
+      this.sealer = undefined;
+      this.waiters = [];
+      this.sealing = sealer.size;
+      this.lastBatchBytes = sealer.bytes;
+      let batch: AuditBatch;
+      try {
+        // Flushes are serialised, so this batch links to the one sealed before it.
+        batch = await sealer.seal({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev });
+      } catch (err) {
+        // Compression or the cipher failed (out of memory): the entries are lost. Say so; never pretend.
+        this.stats.dropped += sealer.size;
+        for (let i = 0; i < sealer.size; i++) this.opts.observer?.dropped?.();
+        this.opts.log.error('audit batch could not be sealed; its entries are lost', { entries: sealer.size, error: (err as Error).message });
+        for (const w of waiters) w.reject(err as Error);
+        return;
+      } finally {
+        this.sealing = 0;
+      }
+      const line = batchLine(batch);
       const hash = batchHash(line);
-      this.sealed.push({ seq: batch.seq, line, hash, count: batch.count, first: batch.first, waiters: this.waiters });
+      this.sealed.push({ seq: batch.seq, line, hash, count: batch.count, first: batch.first, waiters });
       this.heldBytes += line.length;
       this.recentBatches.push(line);
       if (this.recentBatches.length > 8) this.recentBatches.shift();
-      this.seq = this.sealer.link.seq;
+      this.seq = batch.seq;
       this.prev = hash;
-      this.sealer = undefined;
-      this.waiters = [];
       this.stats.batches++;
     }
     while (this.sealed.length) {
@@ -250,7 +271,7 @@ export class AuditTrail {
   /** The most recent entries, newest last, decrypted on demand (they are kept only sealed). */
   recentEntries(limit = 50): AuditEntry[] {
     const out: AuditEntry[] = [];
-    for (const line of this.recentBatches) out.push(...openBatch<AuditEntry>(JSON.parse(line) as AuditBatch, this.opts.keyring));
+    for (const line of this.recentBatches) out.push(...openBatch<AuditEntry>(JSON.parse(line.toString()) as AuditBatch, this.opts.keyring));
     return out.slice(-limit);
   }
 
@@ -262,7 +283,7 @@ export class AuditTrail {
 
   /** Entries recorded but not yet in the spool: the open batch and sealed batches waiting for space. */
   get buffered(): number {
-    return (this.sealer?.size ?? 0) + this.sealed.reduce((n, b) => n + b.count, 0);
+    return (this.sealer?.size ?? 0) + this.sealing + this.sealed.reduce((n, b) => n + b.count, 0);
   }
 
   /** Age of the oldest entry some exporter has not acknowledged; 0 when everything is delivered. */

@@ -41,7 +41,7 @@ Options (each also read from the environment variable shown):
   --audit-durability MODE  batched | strict [batched]          AGENTS_CHAIN_AUDIT_DURABILITY
   --audit-spool-max-bytes N  spool bound [268435456]
   --audit-flush-ms N       batch flush interval [1000]
-  --audit-max-batch N      entries per batch [500]
+  --audit-max-batch N      entries per batch [2000]
   --audit-drain-ms N       on SIGTERM, how long to keep delivering [10000]
   --redis URL              shared state for replicas (replay window, access requests):
                            redis://[user:pass@]host:port[/db] or rediss:// (TLS)

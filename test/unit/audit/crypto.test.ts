@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { BatchSealer, GENESIS, batchHash, openBatch, parseKeyring, sealBatch } from '../../../src/audit/crypto.js';
+import { BatchSealer, GENESIS, batchHash, batchLine, openBatch, parseKeyring, sealBatch } from '../../../src/audit/crypto.js';
 import { RawJson } from '../../../src/audit/raw-json.js';
 import { needsRedaction, redact } from '../../../src/audit/redact.js';
 import { verifyChain } from '../../../src/audit/verify.js';
@@ -45,20 +45,30 @@ describe('audit batches', () => {
     expect(() => openBatch(b, parseKeyring(k2))).toThrow(/unknown key id/);
   });
 
-  it('carries a verified JSON body as its exact bytes, as the last member of the entry', () => {
+  it('carries a verified JSON body as its exact bytes, as the last member of the entry', async () => {
     const keys = parseKeyring(k1);
     const bytes = Buffer.from('{ "amount": 5,\n  "note": "caf\u00e9 \\u00e9",\t"n": 1.50 }');
-    const sealer = new BatchSealer({ chain: 'c', seq: 1, prev: GENESIS }, keys.current);
+    const sealer = new BatchSealer(keys.current, 16); // a tiny start: the buffer must grow
     sealer.add({ timestamp: 1, id: 'a', args: new RawJson(JSON.parse(bytes.toString()), bytes), status: 200 });
     sealer.add({ timestamp: 2, id: 'b', args: { copied: true } });
     sealer.add({ timestamp: 3, args: new RawJson([], Buffer.from('[]')) });
-    const entries = openBatch<Record<string, unknown>>(sealer.seal(), keys);
+    const long = JSON.stringify({ text: 'é€'.repeat(3000) });
+    sealer.add({ timestamp: 4, note: '€'.repeat(500), args: new RawJson(JSON.parse(long), Buffer.from(long)) });
+    const entries = openBatch<Record<string, unknown>>(await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS }), keys);
     expect(entries).toEqual([
       { timestamp: 1, id: 'a', status: 200, args: { amount: 5, note: 'café é', n: 1.5 } },
       { timestamp: 2, id: 'b', args: { copied: true } },
       { timestamp: 3, args: [] },
+      { timestamp: 4, note: '€'.repeat(500), args: { text: 'é€'.repeat(3000) } },
     ]);
     expect(Object.keys(entries[0]!).at(-1)).toBe('args');
+  });
+
+  it('writes a batch line as exactly the bytes of its JSON, and hashes bytes and text alike', () => {
+    const b = sealBatch([{ timestamp: 1, note: 'caf\u00e9' }], { chain: 'pod-\u00e9', seq: 7, prev: GENESIS }, parseKeyring(k1).current);
+    const line = batchLine(b);
+    expect(line.equals(Buffer.from(JSON.stringify(b)))).toBe(true);
+    expect(batchHash(line)).toBe(batchHash(JSON.stringify(b)));
   });
 
   it('rejects keys that are not 32 bytes', () => {
