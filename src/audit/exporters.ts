@@ -1,4 +1,4 @@
-import { appendFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 
 const NEWLINE = Buffer.from('\n');
 import { request } from 'undici';
@@ -26,7 +26,18 @@ export class FileAuditExporter implements AuditExporter {
     this.name = `file-${path.replace(/[^A-Za-z0-9._-]/g, '_')}`;
   }
   async export(line: Buffer): Promise<void> {
-    await appendFile(this.path, Buffer.concat([line, NEWLINE]));
+    // One write of line and newline (no copy of the line), so the file never holds half a record.
+    const fh = await open(this.path, 'a');
+    try {
+      let parts = [line, NEWLINE];
+      while (parts.length) {
+        const { bytesWritten } = await fh.writev(parts);
+        if (bytesWritten === 0) throw new Error(`could not write to ${this.path}`);
+        parts = remainderOf(parts, bytesWritten);
+      }
+    } finally {
+      await fh.close();
+    }
   }
 }
 
@@ -51,6 +62,16 @@ export class HttpAuditExporter implements AuditExporter {
     await res.body.dump();
     if (res.statusCode >= 300) throw new Error(`collector answered ${res.statusCode}`);
   }
+}
+
+/** What is left of `parts` after the first `written` bytes (a short write). */
+function remainderOf(parts: Buffer[], written: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (const p of parts) {
+    if (written >= p.length) written -= p.length;
+    else { out.push(p.subarray(written)); written = 0; }
+  }
+  return out;
 }
 
 /** `--audit-export stdout | file:PATH | http(s)://...` */

@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { BatchSealer, batchHash, batchLine, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
+import { BatchSealer, batchHash, batchLine, GENESIS, headWithoutArgs, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
 import type { AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
 import { RawJson } from './raw-json.js';
@@ -140,16 +140,14 @@ export class AuditTrail {
       this.opts.observer?.dropped?.();
       return Promise.reject(new Error('audit backlog full'));
     }
-    const args = this.redacted(entry.args);
-    // Verified body bytes go in as they are, spliced after the other fields (no copy of the entry without them).
-    const e = args instanceof RawJson ? { ...entry, args: undefined } : { ...entry, args };
     this.sealer ??= new BatchSealer(this.opts.keyring.current, this.lastBatchBytes);
-    this.sealer.add(e, args instanceof RawJson ? args.bytes : undefined);
+    // Verified body bytes go in as they are (RawJson); anything else as a redacted copy.
+    this.sealer.addParts(entry.timestamp, headWithoutArgs(entry), this.redacted(entry.args));
     this.stats.recorded++;
     this.opts.observer?.recorded();
-    const cap = (this.stats.byCapability[e.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
+    const cap = (this.stats.byCapability[entry.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
     cap.total++;
-    cap[e.result]++;
+    cap[entry.result]++;
     const strict = this.opts.durability === 'strict' || this.stopped;
     const durable = strict ? new Promise<void>((resolve, reject) => { this.waiters.push({ resolve, reject }); }) : Promise.resolve();
     // strict: group commit on the next tick; batched: at maxBatch or on the timer.

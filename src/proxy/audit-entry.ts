@@ -27,26 +27,27 @@ export function capabilityName(call: Call): string | null {
 /** The audit entry for one call, from what the pipeline learnt. Pure. */
 export function callEntry(call: Call, outcome: { status: number; upstreamStatus?: number; responseBytes?: number; denial?: Denial; permission?: AuditEntry['permission'] }, nowMs: number): AuditEntry {
   const agent = call.verified?.agent;
-  const result = resultOf(outcome);
-  return {
+  // Optional fields are added only when present, without throwaway objects: this runs on every call.
+  const entry: AuditEntry = {
     id: randomUUID(),
     agentId: agent?.id ?? outcome.denial?.agentId ?? null,
     agentName: agent?.name ?? null,
     capability: capabilityName(call),
     args: argumentsOf(call),
-    result,
-    ...(outcome.denial ? { denialReason: outcome.denial.code } : {}),
+    result: resultOf(outcome),
     jti: call.verified?.claims.jti ?? null,
     timestamp: call.startedAt,
     durationMs: nowMs - call.startedAt,
     method: call.req.method ?? '',
     path: call.target?.path ?? String(call.req.url ?? ''),
     status: outcome.status,
-    ...(outcome.upstreamStatus !== undefined ? { upstreamStatus: outcome.upstreamStatus } : {}),
-    ...(outcome.responseBytes !== undefined ? { responseBytes: outcome.responseBytes } : {}),
     requestId: call.requestId,
-    ...(outcome.permission ? { permission: outcome.permission } : {}),
   };
+  if (outcome.denial) entry.denialReason = outcome.denial.code;
+  if (outcome.upstreamStatus !== undefined) entry.upstreamStatus = outcome.upstreamStatus;
+  if (outcome.responseBytes !== undefined) entry.responseBytes = outcome.responseBytes;
+  if (outcome.permission) entry.permission = outcome.permission;
+  return entry;
 }
 
 /** What the agent passed: the JSON body when there is one, else path and query parameters. */
