@@ -14,13 +14,13 @@ import { createAgentSigner } from '../dist/identity/client.js';
 import { generateAgentKeyPair, importAgentKey } from '../dist/identity/keys.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 // Upper bound on what any target can serve per second here; tokens are minted up front.
 const MAX_RPS = Number(process.env.BENCH_MAX_RPS ?? 8000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 // Rounds run the targets forward then backward; medians over rounds are reported (this VM's CPU is noisy).
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 
 const children = [];
 process.on('exit', () => { for (const c of children) c.kill('SIGKILL'); });

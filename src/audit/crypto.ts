@@ -210,7 +210,7 @@ function giveArena(used: Buffer): void {
 function brotliOptions(size: number) {
   // Output chunks about as large as the compressed batch (audit JSON shrinks about 5x): each chunk is a
   // round trip between the thread pool and the event loop, and an oversized one is a large allocation.
-  return { chunkSize: Math.max(64 * 1024, Math.ceil(size / 4)), params: { [zlib.BROTLI_PARAM_QUALITY]: 0, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT, [zlib.BROTLI_PARAM_SIZE_HINT]: size } };
+  return { chunkSize: Math.max(64 * 1024, Math.ceil(size / 4)), params: { [zlib.BROTLI_PARAM_QUALITY]: 0, [zlib.BROTLI_PARAM_LGWIN]: 18, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT, [zlib.BROTLI_PARAM_SIZE_HINT]: size } };
 }
 
 /** Seals entries into one batch (all at once: tests and tools). */
