@@ -206,8 +206,10 @@ export class AuditTrail {
       const hash = batchHash(line);
       this.sealed.push({ seq: batch.seq, line, hash, count: batch.count, first: batch.first, waiters });
       this.heldBytes += line.length;
+      // The admin's view of recent entries: the newest batches, at most 8 and 2 MiB (always the newest one).
       this.recentBatches.push(line);
-      if (this.recentBatches.length > 8) this.recentBatches.shift();
+      let kept = this.recentBatches.reduce((n, b) => n + b.length, 0);
+      while (this.recentBatches.length > 1 && (this.recentBatches.length > 8 || kept > 2 * 1024 * 1024)) kept -= this.recentBatches.shift()!.length;
       this.seq = batch.seq;
       this.prev = hash;
       this.stats.batches++;
