@@ -31,7 +31,6 @@ export interface AuditTrailOptions {
 
 /** Events worth counting, for whoever counts them (the metrics module); the trail does not depend on it. */
 export interface AuditObserver {
-  recorded(): void;
   exported(exporter: string): void;
   exportFailed(exporter: string): void;
   servedWhileUnavailable(): void;
@@ -144,7 +143,6 @@ export class AuditTrail {
     // Verified body bytes go in as they are (RawJson); anything else as a redacted copy.
     this.sealer.addParts(entry.timestamp, headWithoutArgs(entry), this.redacted(entry.args));
     this.stats.recorded++;
-    this.opts.observer?.recorded();
     const cap = (this.stats.byCapability[entry.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
     cap.total++;
     cap[entry.result]++;

@@ -11,7 +11,7 @@ export type Resolution = 'approved' | 'denied' | 'expired';
 /** What the sidecar reports at scrape time (read, not pushed: gauges of current state). */
 export interface MetricsSources {
   pendingAccessRequests?: () => Promise<number>;
-  audit?: () => { buffered: number; spoolBytes: number; oldestUnexportedAgeSeconds: number; available: boolean };
+  audit?: () => { recorded: number; buffered: number; spoolBytes: number; oldestUnexportedAgeSeconds: number; available: boolean };
 }
 
 export interface MetricsOptions {
@@ -77,12 +77,13 @@ export class SidecarMetrics {
         } catch { /* last value stays */ }
       },
     });
-    this.auditEntries = new Counter({ name: 'agents_chain_audit_entries_total', help: 'Audit entries recorded.', registers: [r] });
     this.auditBatchesExported = new Counter({ name: 'agents_chain_audit_batches_exported_total', help: 'Audit batches acknowledged, by exporter.', labelNames: ['exporter'], registers: [r] });
     this.auditExportFailures = new Counter({ name: 'agents_chain_audit_export_failures_total', help: 'Failed audit export attempts (each is retried), by exporter.', labelNames: ['exporter'], registers: [r] });
     this.auditDropped = new Counter({ name: 'agents_chain_audit_entries_dropped_total', help: 'Records of refused calls not kept because the spool was down and the in-memory backlog full (the calls were refused).', registers: [r] });
     this.auditUnaudited = new Counter({ name: 'agents_chain_audit_unaudited_calls_total', help: 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).', registers: [r] });
     const audit = () => self.sources.audit?.();
+    // Read from the trail's own count when scraped: nothing to do per call on the request path.
+    this.auditEntries = new Counter({ name: 'agents_chain_audit_entries_total', help: 'Audit entries recorded.', registers: [r], collect() { this.reset(); this.inc(audit()?.recorded ?? 0); } });
     new Gauge({ name: 'agents_chain_audit_entries_buffered', help: 'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).', registers: [r], collect() { this.set(audit()?.buffered ?? 0); } });
     new Gauge({ name: 'agents_chain_audit_spool_bytes', help: 'Bytes of sealed batches not yet acknowledged by every exporter.', registers: [r], collect() { this.set(audit()?.spoolBytes ?? 0); } });
     new Gauge({ name: 'agents_chain_audit_oldest_unexported_age_seconds', help: 'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).', registers: [r], collect() { this.set(audit()?.oldestUnexportedAgeSeconds ?? 0); } });
@@ -96,7 +97,6 @@ export class SidecarMetrics {
     this.policyReloads.inc({ result: 'success' }, 0);
     this.policyReloads.inc({ result: 'failure' }, 0);
     this.replayStoreErrors.inc(0);
-    this.auditEntries.inc(0);
     this.auditUnaudited.inc(0);
     this.auditDropped.inc(0);
     if (opts.processMetrics !== false) {

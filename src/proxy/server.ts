@@ -116,7 +116,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     : undefined;
   metrics.setSources({
     pendingAccessRequests: approvals ? async () => (await approvals.pending()).length : undefined,
-    audit: audit && (() => ({ buffered: audit.buffered, spoolBytes: audit.stats.spoolBytes, oldestUnexportedAgeSeconds: audit.oldestUnexportedAgeSeconds(now()), available: audit.available })),
+    audit: audit && (() => ({ recorded: audit.stats.recorded, buffered: audit.buffered, spoolBytes: audit.stats.spoolBytes, oldestUnexportedAgeSeconds: audit.oldestUnexportedAgeSeconds(now()), available: audit.available })),
   });
   const deps: PipelineDeps = {
     policy: opts.policy,
@@ -280,7 +280,6 @@ function sharedStores(settings: RedisSettings, log: Logger) {
 
 function auditObserver(m: SidecarMetrics): AuditObserver {
   return {
-    recorded: () => m.auditEntries.inc(),
     exported: (exporter) => m.auditBatchesExported.inc({ exporter }),
     exportFailed: (exporter) => m.auditExportFailures.inc({ exporter }),
     servedWhileUnavailable: () => m.auditUnaudited.inc(),
