@@ -124,16 +124,24 @@ export class BatchSealer {
   /** Compresses (thread pool) and encrypts the batch as link `link`. The sealer is spent afterwards. */
   async seal(link: ChainLink): Promise<AuditBatch> {
     const text = this.close();
-    const plain = await new Promise<Buffer>((resolve, reject) => brotliCompress(text, brotliOptions(text.length), (err, out) => (err ? reject(err) : resolve(out))));
-    giveArena(text);
+    let plain: Buffer;
+    try {
+      plain = await new Promise<Buffer>((resolve, reject) => brotliCompress(text, brotliOptions(text.length), (err, out) => (err ? reject(err) : resolve(out))));
+    } finally {
+      giveArena(text); // zeroed whatever happened: no entry stays in clear
+    }
     return this.encrypt(link, plain);
   }
 
   /** The same, synchronously (tools and tests). */
   sealSync(link: ChainLink): AuditBatch {
     const text = this.close();
-    const plain = brotliCompressSync(text, brotliOptions(text.length));
-    giveArena(text);
+    let plain: Buffer;
+    try {
+      plain = brotliCompressSync(text, brotliOptions(text.length));
+    } finally {
+      giveArena(text);
+    }
     return this.encrypt(link, plain);
   }
 
