@@ -103,8 +103,20 @@ export class BatchSealer {
    * as their exact bytes; undefined args are left out.
    */
   addParts(timestamp: number, head: string, args: unknown): void {
+    // All or nothing: a failure half-way (args that cannot be serialised, no memory to grow) leaves the batch as it was.
+    const mark = this.used;
+    try {
+      this.append(head, args);
+    } catch (err) {
+      this.used = mark;
+      throw err;
+    }
     if (this.count === 0) this.first = timestamp;
     this.last = timestamp;
+    this.count++;
+  }
+
+  private append(head: string, args: unknown): void {
     this.write(this.count === 0 ? '[' : ',');
     this.write(head);
     if (args !== undefined) {
@@ -118,7 +130,6 @@ export class BatchSealer {
       }
     }
     this.write('}');
-    this.count++;
   }
 
   /** Compresses (thread pool) and encrypts the batch as link `link`. The sealer is spent afterwards. */
@@ -128,9 +139,9 @@ export class BatchSealer {
     try {
       plain = await new Promise<Buffer>((resolve, reject) => brotliCompress(text, brotliOptions(text.length), (err, out) => (err ? reject(err) : resolve(out))));
     } finally {
-      giveArena(text); // zeroed whatever happened: no entry stays in clear
+      giveArena(text); // zeroed whatever happened
     }
-    return this.encrypt(link, plain);
+    return this.encryptAndWipe(link, plain);
   }
 
   /** The same, synchronously (tools and tests). */
@@ -142,7 +153,7 @@ export class BatchSealer {
     } finally {
       giveArena(text);
     }
-    return this.encrypt(link, plain);
+    return this.encryptAndWipe(link, plain);
   }
 
   private close(): Buffer {
@@ -150,6 +161,15 @@ export class BatchSealer {
     const text = this.arena.subarray(0, this.used);
     this.arena = Buffer.alloc(0);
     return text;
+  }
+
+  /** Encrypts the compressed batch, then zeroes it (it is as readable as the entries). */
+  private encryptAndWipe(link: ChainLink, plain: Buffer): AuditBatch {
+    try {
+      return this.encrypt(link, plain);
+    } finally {
+      plain.fill(0);
+    }
   }
 
   private encrypt({ chain, seq, prev }: ChainLink, plain: Buffer): AuditBatch {
@@ -184,6 +204,7 @@ export class BatchSealer {
  */
 export function headWithoutArgs(entry: { args?: unknown }): string {
   const args = entry.args;
+  if (args === undefined) return JSON.stringify(entry).slice(0, -1);
   let json: string;
   entry.args = undefined;
   try {

@@ -1,7 +1,7 @@
 import { open } from 'node:fs/promises';
+import { request } from 'undici';
 
 const NEWLINE = Buffer.from('\n');
-import { request } from 'undici';
 
 /** Delivers sealed batches (one JSON line each, as UTF-8 bytes). Resolves only when the batch is safely received. */
 export interface AuditExporter {
@@ -26,14 +26,21 @@ export class FileAuditExporter implements AuditExporter {
     this.name = `file-${path.replace(/[^A-Za-z0-9._-]/g, '_')}`;
   }
   async export(line: Buffer): Promise<void> {
-    // One write of line and newline (no copy of the line), so the file never holds half a record.
+    // Line and newline in one write (no copy of the line). A failed write is cut back off, so the retry
+    // never appends a record to half of one.
     const fh = await open(this.path, 'a');
     try {
-      let parts = [line, NEWLINE];
-      while (parts.length) {
-        const { bytesWritten } = await fh.writev(parts);
-        if (bytesWritten === 0) throw new Error(`could not write to ${this.path}`);
-        parts = remainderOf(parts, bytesWritten);
+      const start = (await fh.stat()).size;
+      try {
+        let parts = [line, NEWLINE];
+        while (parts.length) {
+          const { bytesWritten } = await fh.writev(parts);
+          if (bytesWritten === 0) throw new Error(`could not write to ${this.path}`);
+          parts = remainderOf(parts, bytesWritten);
+        }
+      } catch (err) {
+        await fh.truncate(start).catch(() => undefined);
+        throw err;
       }
     } finally {
       await fh.close();

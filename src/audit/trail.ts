@@ -141,7 +141,11 @@ export class AuditTrail {
     }
     this.sealer ??= new BatchSealer(this.opts.keyring.current, this.lastBatchBytes);
     // Verified body bytes go in as they are (RawJson); anything else as a redacted copy.
-    this.sealer.addParts(entry.timestamp, headWithoutArgs(entry), this.redacted(entry.args));
+    try {
+      this.sealer.addParts(entry.timestamp, headWithoutArgs(entry), this.redacted(entry.args));
+    } catch (err) {
+      return Promise.reject(err as Error); // callers handle a refused record as a rejection, never a throw
+    }
     this.stats.recorded++;
     const cap = (this.stats.byCapability[entry.capability ?? '(none)'] ??= { total: 0, success: 0, denied: 0, error: 0 });
     cap.total++;

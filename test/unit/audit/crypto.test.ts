@@ -71,6 +71,16 @@ describe('audit batches', () => {
     expect(batchHash(line)).toBe(batchHash(JSON.stringify(b)));
   });
 
+  it('adds an entry all or nothing', async () => {
+    const keys = parseKeyring(k1);
+    const sealer = new BatchSealer(keys.current);
+    sealer.add({ timestamp: 1, id: 'a' });
+    expect(() => sealer.add({ timestamp: 2, args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
+    sealer.add({ timestamp: 3, id: 'c' });
+    expect(sealer.size).toBe(2);
+    expect(openBatch(await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS }), keys)).toEqual([{ timestamp: 1, id: 'a' }, { timestamp: 3, id: 'c' }]);
+  });
+
   it('rejects keys that are not 32 bytes', () => {
     expect(() => parseKeyring(Buffer.alloc(16).toString('base64'))).toThrow(/32 bytes/);
   });

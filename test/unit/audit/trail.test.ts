@@ -33,3 +33,27 @@ describe('AuditTrail while the spool is down', () => {
     expect(logs.filter((l) => l.includes('in-memory backlog is full'))).toHaveLength(1); // one line per outage
   });
 });
+
+describe('AuditTrail records', () => {
+  it('refuses an entry it cannot serialise with a rejection, and the batch keeps only whole entries', async () => {
+    const keys = parseKeyring(randomBytes(32).toString('base64'));
+    const lines: Buffer[] = [];
+    const trail = new AuditTrail({
+      keyring: keys, exporters: [{ name: 'mem', export: async (line) => { lines.push(line); } }],
+      flushIntervalMs: 60_000, log: createLogger('error', () => {}),
+    });
+    await trail.start();
+    await trail.record(entry(1));
+    const bad = { ...entry(2), args: { toJSON() { throw new Error('not serialisable'); } } };
+    let thrown: unknown;
+    const refused = (() => { try { return trail.record(bad); } catch (err) { thrown = err; return undefined; } })();
+    expect(thrown).toBeUndefined();
+    await expect(refused).rejects.toThrow(/not serialisable/);
+    await trail.record(entry(3));
+    await trail.drain(2_000);
+    const { openBatch } = await import('../../../src/audit/crypto.js');
+    const opened = lines.flatMap((l) => openBatch<AuditEntry>(JSON.parse(l.toString()), keys));
+    expect(opened.map((e) => e.id)).toEqual(['e1', 'e3']);
+  });
+});
+
