@@ -1,8 +1,9 @@
 import type { Logger } from '../log.js';
-import { BatchSealer, batchHash, batchLine, GENESIS, headWithoutArgs, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
+import { batchHash, batchLine, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
 import type { AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
 import { RawJson } from './raw-json.js';
+import { BatchSealer, headWithoutArgs } from './sealer.js';
 import { needsRedaction, redact, SECRET_KEY_PATTERN } from './redact.js';
 import { Spool } from './spool.js';
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { BatchSealer, GENESIS, batchHash, batchLine, openBatch, parseKeyring, sealBatch } from '../../../src/audit/crypto.js';
+import { GENESIS, batchHash, batchLine, openBatch, parseKeyring } from '../../../src/audit/crypto.js';
+import { BatchSealer, sealBatch } from '../../../src/audit/sealer.js';
 import { RawJson } from '../../../src/audit/raw-json.js';
 import { needsRedaction, redact } from '../../../src/audit/redact.js';
 import { verifyChain } from '../../../src/audit/verify.js';
