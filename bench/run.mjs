@@ -93,7 +93,8 @@ function mint(n) {
   return out;
 }
 
-async function load(url, seconds) {
+/** `rate`: a fixed request rate (all connections together) instead of as fast as the target answers. */
+async function load(url, seconds, rate) {
   // Wall clock around the run: autocannon's own per-second samples are too coarse for short runs.
   const tokens = mint(Math.ceil(seconds * MAX_RPS));
   let next = 0;
@@ -102,6 +103,7 @@ async function load(url, seconds) {
     url: `${url}/invoices`,
     connections: CONNECTIONS,
     duration: seconds,
+    ...(rate ? { overallRate: rate } : {}),
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body,
@@ -126,6 +128,33 @@ async function measure(name, target) {
   const r = await load(target.url, SECONDS);
   const cpuUs = ((cpuSeconds(target.child.pid) - cpu0) / r.requests.total) * 1e6;
   return { name, cpuUs, rps: r.rps, p50: r.latency.p50, p99: r.latency.p99, rss: peakRssMiB(target.child.pid) };
+}
+
+/**
+ * BENCH_AB=d (or e): that sidecar and (c) under the same fixed rate (BENCH_AB_RATE, 1000 req/s each) at
+ * the same time, so the VM's drift hits both alike; prints the CPU per call of each per window and the
+ * median ratio, then exits. A steadier reading of a small cost than throughput at saturation.
+ */
+async function compareAtFixedRate(x, y) {
+  const rate = Number(process.env.BENCH_AB_RATE ?? 1000);
+  const ratios = [];
+  console.log(`\n${x.name} vs ${y.name}, both at ${rate} req/s at once, ${SECONDS} s windows (the first is warm-up)\n`);
+  console.log('| window | CPU µs/call x | CPU µs/call c | ratio |');
+  console.log('|---|---:|---:|---:|');
+  for (let w = 0; w <= ROUNDS; w++) {
+    const cx = cpuSeconds(x.target.child.pid);
+    const cy = cpuSeconds(y.target.child.pid);
+    const [rx, ry] = await Promise.all([load(x.target.url, SECONDS, rate), load(y.target.url, SECONDS, rate)]);
+    const ux = ((cpuSeconds(x.target.child.pid) - cx) / rx.requests.total) * 1e6;
+    const uy = ((cpuSeconds(y.target.child.pid) - cy) / ry.requests.total) * 1e6;
+    if (w === 0) continue;
+    ratios.push(ux / uy);
+    console.log(`| ${w} | ${ux.toFixed(0)} | ${uy.toFixed(0)} | ${(ux / uy).toFixed(3)} |`);
+  }
+  const v = ratios.sort((p, q) => p - q);
+  const m = v.length >> 1;
+  console.log(`\nmedian CPU ratio: ${(v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2).toFixed(3)}`);
+  process.exit(0);
 }
 
 // One Ed25519 verification, through jose (what the sidecar runs) and node:crypto directly.
@@ -189,6 +218,7 @@ try {
   const only = process.env.BENCH_ONLY?.split(',');
   const byKey = new Map(targets.map(([name, target]) => [/^\(([^)]+)\)/.exec(name)[1], { name, target }]));
   const chosen = (k) => !only || only.includes(k);
+  if (process.env.BENCH_AB) await compareAtFixedRate(byKey.get(process.env.BENCH_AB), byKey.get('c'));
   const blocks = [['c', 'b'], ["c", "b'"], ['d', 'c'], ['e', 'c'], ['c', 'a']].filter(([x, y]) => chosen(x) && chosen(y));
   const runs = new Map(targets.map(([name]) => [name, []]));
   const blockRounds = new Map(blocks.map(([x, y]) => [`${x}/${y}`, []]));
