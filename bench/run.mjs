@@ -130,6 +130,12 @@ async function measure(name, target) {
   return { name, cpuUs, rps: r.rps, p50: r.latency.p50, p99: r.latency.p99, rss: peakRssMiB(target.child.pid) };
 }
 
+function median(xs) {
+  const v = [...xs].sort((p, q) => p - q);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
 /**
  * BENCH_AB=d (or e): that sidecar and (c) under the same fixed rate (BENCH_AB_RATE, 1000 req/s each) at
  * the same time, so the VM's drift hits both alike; prints the CPU per call of each per window and the
@@ -151,9 +157,7 @@ async function compareAtFixedRate(x, y) {
     ratios.push(ux / uy);
     console.log(`| ${w} | ${ux.toFixed(0)} | ${uy.toFixed(0)} | ${(ux / uy).toFixed(3)} |`);
   }
-  const v = ratios.sort((p, q) => p - q);
-  const m = v.length >> 1;
-  console.log(`\nmedian CPU ratio: ${(v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2).toFixed(3)}`);
+  console.log(`\nmedian CPU ratio: ${median(ratios).toFixed(3)}`);
   process.exit(0);
 }
 
@@ -238,7 +242,6 @@ try {
       blockRounds.get(`${x}/${y}`).push({ x: mean(got[0], got[3]), y: mean(got[1], got[2]) });
     }
   }
-  const median = (xs) => { const v = [...xs].sort((p, q) => p - q); const m = v.length >> 1; return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2; };
   const rows = targets.map(([name, target]) => {
     const rs = runs.get(name);
     if (!rs.length) return { name, cpuUs: NaN, rps: NaN, p50: NaN, p99: NaN, rss: NaN };

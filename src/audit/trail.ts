@@ -35,8 +35,8 @@ export interface AuditObserver {
   exported(exporter: string): void;
   exportFailed(exporter: string): void;
   servedWhileUnavailable(): void;
-  /** A record not kept: the spool was down and the in-memory backlog full (the call itself was refused). */
-  dropped?(): void;
+  /** Records not kept: the spool was down and the in-memory backlog full (those calls were refused), or a batch could not be sealed. */
+  dropped?(entries: number): void;
 }
 
 export interface AuditStats {
@@ -137,7 +137,7 @@ export class AuditTrail {
       this.stats.dropped++;
       if (!this.warnedFull) this.opts.log.error('audit spool down and the in-memory backlog is full: records of refused calls are counted, not kept', { heldBytes: this.heldBytes });
       this.warnedFull = true;
-      this.opts.observer?.dropped?.();
+      this.opts.observer?.dropped?.(1);
       return Promise.reject(new Error('audit backlog full'));
     }
     this.sealer ??= new BatchSealer(this.opts.keyring.current, this.lastBatchBytes);
@@ -198,7 +198,7 @@ export class AuditTrail {
       } catch (err) {
         // Compression or the cipher failed (out of memory): the entries are lost. Say so; never pretend.
         this.stats.dropped += sealer.size;
-        for (let i = 0; i < sealer.size; i++) this.opts.observer?.dropped?.();
+        this.opts.observer?.dropped?.(sealer.size);
         this.opts.log.error('audit batch could not be sealed; its entries are lost', { entries: sealer.size, error: (err as Error).message });
         for (const w of waiters) w.reject(err as Error);
         return;

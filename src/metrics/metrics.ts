@@ -79,7 +79,7 @@ export class SidecarMetrics {
     });
     this.auditBatchesExported = new Counter({ name: 'agents_chain_audit_batches_exported_total', help: 'Audit batches acknowledged, by exporter.', labelNames: ['exporter'], registers: [r] });
     this.auditExportFailures = new Counter({ name: 'agents_chain_audit_export_failures_total', help: 'Failed audit export attempts (each is retried), by exporter.', labelNames: ['exporter'], registers: [r] });
-    this.auditDropped = new Counter({ name: 'agents_chain_audit_entries_dropped_total', help: 'Records of refused calls not kept because the spool was down and the in-memory backlog full (the calls were refused).', registers: [r] });
+    this.auditDropped = new Counter({ name: 'agents_chain_audit_entries_dropped_total', help: 'Audit records not kept: the spool was down and the in-memory backlog full (those calls were refused), or a batch could not be sealed (logged).', registers: [r] });
     this.auditUnaudited = new Counter({ name: 'agents_chain_audit_unaudited_calls_total', help: 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).', registers: [r] });
     const audit = () => self.sources.audit?.();
     // Read from the trail's own count when scraped: nothing to do per call on the request path.

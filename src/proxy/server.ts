@@ -283,7 +283,7 @@ function auditObserver(m: SidecarMetrics): AuditObserver {
     exported: (exporter) => m.auditBatchesExported.inc({ exporter }),
     exportFailed: (exporter) => m.auditExportFailures.inc({ exporter }),
     servedWhileUnavailable: () => m.auditUnaudited.inc(),
-    dropped: () => m.auditDropped.inc(),
+    dropped: (entries) => m.auditDropped.inc(entries),
   };
 }
 

@@ -15,6 +15,14 @@ import { until } from '../support/until.js';
 
 const EXAMPLE = `${ROOT}config/examples/billing.yaml`;
 
+/** A writable copy of the example policy, and its text. */
+async function examplePolicyFile(): Promise<{ file: string; base: string }> {
+  const file = join(await mkdtemp(join(tmpdir(), 'agents-chain-reload-')), 'policy.yaml');
+  const base = await readFile(EXAMPLE, 'utf8');
+  await writeFile(file, base);
+  return { file, base };
+}
+
 async function signer() {
   const jwk = JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8'));
   return createAgentSigner(jwk, 'agent-billing-bot');
@@ -24,10 +32,7 @@ const policyHashes = async (adminUrl: string) => [...(await scrape(adminUrl)).sa
 
 describe('live policy reload', () => {
   it('200 reloads, valid and invalid interleaved, under load: no failed call, invalid versions never serve', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'agents-chain-reload-'));
-    const file = join(dir, 'policy.yaml');
-    const base = await readFile(EXAMPLE, 'utf8');
-    await writeFile(file, base);
+    const { file, base } = await examplePolicyFile();
     const app = await startRecorder();
     const sidecar = await startSidecar({ policy: await loadPolicyFile(file), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
     const bot = await signer();
@@ -84,10 +89,7 @@ describe('live policy reload', () => {
   }, 60_000);
 
   it('a call in flight finishes under the policy it started with', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'agents-chain-reload-'));
-    const file = join(dir, 'policy.yaml');
-    const base = await readFile(EXAMPLE, 'utf8');
-    await writeFile(file, base);
+    const { file, base } = await examplePolicyFile();
     const app = await startRecorder();
     let release!: () => void;
     const held = new Promise<void>((r) => { release = r; });

@@ -17,7 +17,7 @@ describe('AuditTrail while the spool is down', () => {
     const trail = new AuditTrail({
       keyring: parseKeyring(randomBytes(32).toString('base64')), exporters: [{ name: 'never', export: () => new Promise<void>(() => {}) }],
       spoolMaxBytes: 1, maxHeldBytes: 1, flushIntervalMs: 60_000, log: createLogger('debug', (l) => logs.push(l)),
-      observer: { exported() {}, exportFailed() {}, servedWhileUnavailable() {}, dropped: () => { dropped++; } },
+      observer: { exported() {}, exportFailed() {}, servedWhileUnavailable() {}, dropped: (n) => { dropped += n; } },
     });
     await trail.start();
     await trail.record(entry(1));
