@@ -57,6 +57,8 @@ export interface Call {
   token?: string;
   verified?: VerifiedToken;
   grant?: Grant;
+  /** Egress: the grants of `alsoRequires`; their constraints are checked too. */
+  alsoGrants?: Grant[];
   body?: Buffer;
   plan?: ArgumentPlan;
   query?: Map<string, string>;
@@ -179,6 +181,7 @@ export const checkGrant: Stage = (call, deps) => {
   for (const also of call.alsoRequires ?? []) {
     const other = findActiveGrant(grants, agent.id, also, deps.now());
     if (isDenial(other)) return deny('capability_denied', `this call is also "${also}", which has no active grant`);
+    (call.alsoGrants ??= []).push(other);
   }
   call.grant = grant;
   return undefined;
@@ -238,7 +241,9 @@ export const signAsAgent: Stage = async (call, deps) => {
 
 /** Reads each constrained argument from the path, the query or the JSON body. */
 export const readArguments: Stage = (call) => {
-  const plan = planArguments(call.grant!.constraints, call.route!.method, call.params!);
+  // A call that is several capabilities reads the fields any of their grants constrains.
+  const constrained = call.alsoGrants ? Object.assign({}, ...grantsOf(call).map((g) => g.constraints)) : call.grant!.constraints;
+  const plan = planArguments(constrained, call.route!.method, call.params!);
   call.plan = plan;
   const query = readConstrainedQuery(call.target!.query, plan.query);
   if (isDenial(query)) return query;
@@ -268,7 +273,7 @@ export const readArguments: Stage = (call) => {
 /** Step 9b: evaluates every grant constraint (the verdict comes two stages later). */
 export const evaluateArguments: Stage = (call) => {
   const lookup = argumentLookup(call.plan!, call.params!, call.query!, call.json);
-  call.violations = evaluateConstraints(call.grant!.constraints, lookup);
+  call.violations = call.alsoGrants ? grantsOf(call).flatMap((g) => evaluateConstraints(g.constraints, lookup)) : evaluateConstraints(call.grant!.constraints, lookup);
   return undefined;
 };
 
@@ -294,6 +299,11 @@ export function violationDenial(violations: ConstraintViolation[]): Denial {
 
 function isForm(req: IncomingMessage): boolean {
   return /^\s*application\/x-www-form-urlencoded/i.test(req.headers['content-type'] ?? '');
+}
+
+/** The call's grant, and for an egress call that is several capabilities, each of theirs. */
+function grantsOf(call: Call): Grant[] {
+  return call.alsoGrants ? [call.grant!, ...call.alsoGrants] : [call.grant!];
 }
 
 function capabilityOf(call: Call): string {

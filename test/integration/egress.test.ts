@@ -194,6 +194,26 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
     expect(JSON.stringify((err as InstanceType<typeof Anthropic.APIError>).error)).toContain('capability_denied');
   });
 
+  it('a call that is two capabilities is held to both grants\' constraints (a streamed beta message)', async () => {
+    const agent = await generateAgentKeyPair();
+    const both = await egressSidecar(anthropicPolicy(agent).replace('grants:\n', 'grants:\n  - { agent: classifier, capability: message.beta, status: active }\n'), 'classifier', agent, provider);
+    const betaClient = new Anthropic({ apiKey: AGENT_SDK_KEY, baseURL: both.url, maxRetries: 0 });
+    const seen = provider.requests.length;
+    try {
+      // message.beta allows any model, message.stream only haiku: a streamed beta call with another model is refused.
+      const err = await betaClient.beta.messages.create({ model: 'claude-opus-4-1', max_tokens: 64, stream: true, betas: ['token-efficient-tools-2025-02-19'], messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+      expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(403);
+      expect(JSON.stringify((err as InstanceType<typeof Anthropic.APIError>).error)).toContain('constraint_violated');
+      expect(provider.requests.length).toBe(seen);
+      // Within both grants it goes through.
+      const stream = await betaClient.beta.messages.create({ model: 'claude-haiku-4-5', max_tokens: 64, stream: true, betas: ['token-efficient-tools-2025-02-19'], messages: [{ role: 'user', content: 'x' }] });
+      for await (const _event of stream) { /* drain */ }
+      expect(provider.requests.length).toBe(seen + 1);
+    } finally {
+      await both.close();
+    }
+  });
+
   it('audits every model call; a stream\'s entry is completed when it ends, with its bytes', async () => {
     await until(async () => (await auditEntries(sidecar)).some((e) => e.capability === 'message.stream' && e.result === 'success'));
     const entries = await auditEntries(sidecar);
