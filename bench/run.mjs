@@ -3,7 +3,7 @@
 // numbers, are the result: they were measured in the same run on the same machine.
 import { spawn } from 'node:child_process';
 import { createPrivateKey, createPublicKey, randomBytes, sign, verify as nodeVerify } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +41,20 @@ function start(args, match) {
 function cpuSeconds(pid) {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+// The same per thread: the main thread, and the others summed by name (Node 24 names its pool "libuv-worker").
+function cpuByThread(pid) {
+  const out = {};
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      // Node 20 names every thread "node": the main thread is the one whose id is the process id.
+      const comm = tid === String(pid) ? 'main' : readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
+      out[`${comm} user`] = (out[`${comm} user`] ?? 0) + Number(fields[11]) / 100;
+      out[`${comm} sys`] = (out[`${comm} sys`] ?? 0) + Number(fields[12]) / 100;
+    } catch { /* thread gone */ }
+  }
+  return out;
 }
 function peakRssMiB(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -147,15 +161,26 @@ async function compareAtFixedRate(x, y) {
   console.log(`\n${x.name} vs ${y.name}, both at ${rate} req/s at once, ${SECONDS} s windows (the first is warm-up)\n`);
   console.log('| window | CPU µs/call x | CPU µs/call c | ratio |');
   console.log('|---|---:|---:|---:|');
+  const perThread = [];
   for (let w = 0; w <= ROUNDS; w++) {
     const cx = cpuSeconds(x.target.child.pid);
     const cy = cpuSeconds(y.target.child.pid);
+    const tx = cpuByThread(x.target.child.pid);
+    const ty = cpuByThread(y.target.child.pid);
     const [rx, ry] = await Promise.all([load(x.target.url, SECONDS, rate), load(y.target.url, SECONDS, rate)]);
     const ux = ((cpuSeconds(x.target.child.pid) - cx) / rx.requests.total) * 1e6;
     const uy = ((cpuSeconds(y.target.child.pid) - cy) / ry.requests.total) * 1e6;
     if (w === 0) continue;
+    const [tx1, ty1] = [cpuByThread(x.target.child.pid), cpuByThread(y.target.child.pid)];
+    const per = (a, b, n) => Object.fromEntries(Object.keys(a).map((k) => [k, (((a[k] ?? 0) - (b[k] ?? 0)) / n) * 1e6]));
+    perThread.push([per(tx1, tx, rx.requests.total), per(ty1, ty, ry.requests.total)]);
     ratios.push(ux / uy);
     console.log(`| ${w} | ${ux.toFixed(0)} | ${uy.toFixed(0)} | ${(ux / uy).toFixed(3)} |`);
+  }
+  // Where the difference goes: CPU µs per call by thread name, medians over the windows.
+  console.log('\n| thread | µs/call x | µs/call c |\n|---|---:|---:|');
+  for (const name of new Set(perThread.flatMap(([a, b]) => [...Object.keys(a), ...Object.keys(b)]))) {
+    console.log(`| ${name} | ${median(perThread.map(([a]) => a[name] ?? 0)).toFixed(1)} | ${median(perThread.map(([, b]) => b[name] ?? 0)).toFixed(1)} |`);
   }
   console.log(`\nmedian CPU ratio: ${median(ratios).toFixed(3)}`);
   process.exit(0);

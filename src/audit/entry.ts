@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+
 /** One audited decision: a call (success, denied, error) or an approval event. The seed's fields plus HTTP ones. */
 export interface AuditEntry {
   id: string;
@@ -22,4 +24,57 @@ export interface AuditEntry {
   permission?: 'not_required' | 'approved' | 'constraint_violated' | 'denied' | 'expired';
   /** For approval events: what happened (created, approved, denied, expired, wrong_code). */
   event?: string;
+}
+
+/**
+ * An entry's JSON without `args` and without its closing brace (`{"id":...`),
+ * so that the sealer can write args after it. Built field by field (this runs
+ * on every call, and JSON.stringify of the whole object cost twice as much);
+ * always ASCII: any other character is written as a \u escape.
+ * `JSON.parse(entryHead(e) + '}')` equals `e` without its args.
+ */
+export function entryHead(e: AuditEntry): string {
+  let out = `{"id":${str(e.id)},"agentId":${str(e.agentId)},"agentName":${str(e.agentName)},"capability":${str(e.capability)},"result":${str(e.result)}`;
+  if (e.denialReason !== undefined) out += `,"denialReason":${str(e.denialReason)}`;
+  out += `,"jti":${str(e.jti)},"timestamp":${num(e.timestamp)},"durationMs":${num(e.durationMs)},"method":${str(e.method)},"path":${str(e.path)},"status":${num(e.status)}`;
+  if (e.upstreamStatus !== undefined) out += `,"upstreamStatus":${num(e.upstreamStatus)}`;
+  if (e.responseBytes !== undefined) out += `,"responseBytes":${num(e.responseBytes)}`;
+  out += `,"requestId":${str(e.requestId)}`;
+  if (e.permission !== undefined) out += `,"permission":${str(e.permission)}`;
+  if (e.event !== undefined) out += `,"event":${str(e.event)}`;
+  return out;
+}
+
+/** Printable ASCII other than quote and backslash: a JSON string as it stands. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+function str(v: string | null): string {
+  if (v === null) return 'null';
+  return PLAIN.test(v) ? `"${v}"` : asciiJson(v);
+}
+
+function num(n: number): string {
+  return Number.isFinite(n) ? String(n) : 'null';
+}
+
+/** JSON.stringify, with every non-ASCII character escaped (the same value, in ASCII). */
+export function asciiJson(value: unknown): string {
+  return (JSON.stringify(value) ?? 'null').replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * Entry ids are RFC 9562 UUIDv8: 74 random bits drawn when the process starts,
+ * then a 48-bit counter. As unique as random UUIDs across pods and restarts,
+ * at the cost of a counter increment instead of 16 random bytes per call.
+ */
+let idPrefix = '';
+let idCounter = 0;
+export function newEntryId(): string {
+  if (idPrefix === '' || idCounter >= 2 ** 48) {
+    const r = randomBytes(10).toString('hex'); // 80 bits, 74 kept
+    const variant = (8 | (parseInt(r[15]!, 16) & 3)).toString(16);
+    idPrefix = `${r.slice(0, 8)}-${r.slice(8, 12)}-8${r.slice(12, 15)}-${variant}${r.slice(16, 19)}-`;
+    idCounter = 0;
+  }
+  return idPrefix + (idCounter++).toString(16).padStart(12, '0');
 }

@@ -6,7 +6,8 @@
  * Only bytes that passed the strict parser (one complete JSON value) belong here.
  */
 export class RawJson {
-  constructor(readonly value: unknown, readonly bytes: Uint8Array) {}
+  /** `keys`: every object key in the value, as the parser met them, so redaction need not walk the value again. */
+  constructor(readonly value: unknown, readonly bytes: Uint8Array, readonly keys?: readonly string[]) {}
 
   /** For any consumer that serialises an entry itself (logs, tests). */
   toJSON(): unknown {

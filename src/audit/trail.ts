@@ -1,9 +1,9 @@
 import type { Logger } from '../log.js';
 import { batchHash, batchLine, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
-import type { AuditEntry } from './entry.js';
+import { entryHead, type AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
 import { RawJson } from './raw-json.js';
-import { BatchSealer, headWithoutArgs } from './sealer.js';
+import { BatchSealer } from './sealer.js';
 import { needsRedaction, redact, SECRET_KEY_PATTERN } from './redact.js';
 import { Spool } from './spool.js';
 
@@ -143,7 +143,7 @@ export class AuditTrail {
     this.sealer ??= new BatchSealer(this.opts.keyring.current, this.lastBatchBytes);
     // Verified body bytes go in as they are (RawJson); anything else as a redacted copy.
     try {
-      this.sealer.addParts(entry.timestamp, headWithoutArgs(entry), this.redacted(entry.args));
+      this.sealer.addParts(entry.timestamp, entryHead(entry), this.redacted(entry.args));
     } catch (err) {
       return Promise.reject(err as Error); // callers handle a refused record as a rejection, never a throw
     }
@@ -161,7 +161,10 @@ export class AuditTrail {
 
   /** Body bytes are kept as they are unless a key must be redacted; everything else is copied redacted. */
   private redacted(args: unknown): unknown {
-    if (args instanceof RawJson) return needsRedaction(args.value, this.isSecretKey) ? redact(args.value, this.pattern) : args;
+    if (args instanceof RawJson) {
+      const secret = args.keys ? args.keys.some(this.isSecretKey) : needsRedaction(args.value, this.isSecretKey);
+      return secret ? redact(args.value, this.pattern) : args;
+    }
     return redact(args, this.pattern);
   }
 

@@ -14,8 +14,9 @@ export class StrictJsonError extends Error {
 
 const MAX_DEPTH = 64;
 
-export function parseStrictJson(text: string): unknown {
-  const p = new Parser(text);
+/** `keys`, when given, receives every object key in the document (any depth, repeats included). */
+export function parseStrictJson(text: string, keys?: string[]): unknown {
+  const p = new Parser(text, keys);
   p.ws();
   const v = p.value(0);
   p.ws();
@@ -24,7 +25,7 @@ export function parseStrictJson(text: string): unknown {
 }
 
 /** Decodes UTF-8 bytes strictly (no BOM, no invalid sequences), then parses. */
-export function parseStrictJsonBytes(bytes: Uint8Array): unknown {
+export function parseStrictJsonBytes(bytes: Uint8Array, keys?: string[]): unknown {
   if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
     throw new StrictJsonError('byte order mark is not allowed', 0);
   }
@@ -34,7 +35,7 @@ export function parseStrictJsonBytes(bytes: Uint8Array): unknown {
   } catch {
     throw new StrictJsonError('invalid UTF-8', 0);
   }
-  return parseStrictJson(text);
+  return parseStrictJson(text, keys);
 }
 
 /** Simple case folding as Go's encoding/json applies it (K and ſ fold too). */
@@ -44,7 +45,7 @@ function foldKey(key: string): string {
 
 class Parser {
   i = 0;
-  constructor(private readonly s: string) {}
+  constructor(private readonly s: string, private readonly keys?: string[]) {}
 
   fail(msg: string): never {
     throw new StrictJsonError(msg, this.i);
@@ -98,6 +99,7 @@ class Parser {
       const f = foldKey(key);
       if (folded.has(f)) { this.i = keyAt; this.fail(`key ${JSON.stringify(key)} repeats another key in different case`); }
       folded.add(f);
+      this.keys?.push(key);
       this.ws();
       if (this.s[this.i] !== ':') this.fail('expected ":"');
       this.i++;

@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import type { AuditEntry } from '../audit/entry.js';
+import { newEntryId, type AuditEntry } from '../audit/entry.js';
 import { RawJson } from '../audit/raw-json.js';
 import type { Denial } from '../errors.js';
 import type { Call } from './stages.js';
@@ -29,7 +28,7 @@ export function callEntry(call: Call, outcome: { status: number; upstreamStatus?
   const agent = call.verified?.agent;
   // Optional fields are added only when present, without throwaway objects: this runs on every call.
   const entry: AuditEntry = {
-    id: randomUUID(),
+    id: newEntryId(),
     agentId: agent?.id ?? outcome.denial?.agentId ?? null,
     agentName: agent?.name ?? null,
     capability: capabilityName(call),
@@ -53,7 +52,7 @@ export function callEntry(call: Call, outcome: { status: number; upstreamStatus?
 /** What the agent passed: the JSON body when there is one, else path and query parameters. */
 function argumentsOf(call: Call): unknown {
   // Strictly parsed from exactly these bytes: the entry can carry the bytes themselves.
-  if (call.json !== undefined) return call.body ? new RawJson(call.json, call.body) : call.json;
+  if (call.json !== undefined) return call.body ? new RawJson(call.json, call.body, call.jsonKeys) : call.json;
   if (call.body && call.body.length > 0 && call.body.length <= 65_536 && /json/i.test(call.req.headers['content-type'] ?? '')) {
     try { return JSON.parse(call.body.toString('utf8')); } catch { /* not JSON: not recorded */ }
   }

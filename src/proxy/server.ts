@@ -3,8 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { silentNotifier, WebhookNotifier, type Notifier } from '../approvals/notifier.js';
 import { ApprovalService, type ApprovalEvent, type Executor } from '../approvals/service.js';
 import type { AccessRequest } from '../approvals/types.js';
-import type { AuditEntry } from '../audit/entry.js';
-import { randomUUID } from 'node:crypto';
+import { newEntryId, type AuditEntry } from '../audit/entry.js';
 import { MemoryAccessRequestStore, type AccessRequestStore } from '../approvals/store.js';
 import { MemoryReplayStore, type ReplayStore } from '../auth/replay.js';
 import { RedisReplayStore } from '../auth/replay-redis.js';
@@ -322,7 +321,7 @@ function approvalEntry(event: ApprovalEvent, r: AccessRequest, nowMs: number): A
   const result: AuditEntry['result'] = event === 'approved' || event === 'created' || (event === 'executed' && (r.outcome?.status ?? 500) < 500) ? 'success'
     : event === 'executed' ? 'error' : 'denied';
   return {
-    id: randomUUID(), agentId: r.agentId, agentName: r.agentName, capability: r.capability, args: r.args, result,
+    id: newEntryId(), agentId: r.agentId, agentName: r.agentName, capability: r.capability, args: r.args, result,
     ...(result === 'denied' ? { denialReason: event } : {}), jti: null, timestamp: nowMs, durationMs: nowMs - r.createdAt,
     method: r.method, path: r.target, status: r.outcome?.status ?? 0,
     ...(r.outcome ? { upstreamStatus: r.outcome.status } : {}),

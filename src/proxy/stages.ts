@@ -63,6 +63,8 @@ export interface Call {
   plan?: ArgumentPlan;
   query?: Map<string, string>;
   json?: unknown;
+  /** Every object key of `json` (the audit trail checks them for secrets without walking the body). */
+  jsonKeys?: string[];
   violations?: ConstraintViolation[];
   /** How the call ended, for the audit entry. */
   outcome?: { status: number; upstreamStatus?: number; responseBytes?: number; denial?: Denial; permission?: 'not_required' | 'approved' };
@@ -262,7 +264,9 @@ export const readArguments: Stage = (call) => {
   const media = checkJsonRepresentation(call.req);
   if (media) return media;
   try {
-    call.json = parseStrictJsonBytes(call.body);
+    const keys: string[] = [];
+    call.json = parseStrictJsonBytes(call.body, keys);
+    call.jsonKeys = keys;
   } catch (err) {
     const why = err instanceof StrictJsonError ? err.message : String(err);
     return deny('invalid_body', `request body is not acceptable JSON: ${why}`);
