@@ -215,3 +215,11 @@ describe('parseStrictJsonBytes', () => {
     bytesFailWith(utf8('9007199254740993'), 'safe integer range');
   });
 });
+
+describe('parseStrictJson key report', () => {
+  it('reports every object key at any depth, inside arrays too', () => {
+    const keys: string[] = [];
+    parseStrictJsonBytes(Buffer.from('{"a":1,"b":{"c":[{"d":2},{"e":{"f":null}}]},"g":[]}'), keys);
+    expect(keys.sort()).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
+  });
+});
