@@ -30,17 +30,18 @@ export interface AuditEntry {
  * An entry's JSON without `args` and without its closing brace (`{"id":...`),
  * so that the sealer can write args after it. Built field by field (this runs
  * on every call, and JSON.stringify of the whole object cost twice as much);
- * always ASCII: any other character is written as a \u escape.
+ * always ASCII: any other character is written as a \u escape. (`result` and
+ * `permission` are the sidecar's own words, written as they are.)
  * `JSON.parse(entryHead(e) + '}')` equals `e` without its args.
  */
 export function entryHead(e: AuditEntry): string {
-  let out = `{"id":${str(e.id)},"agentId":${str(e.agentId)},"agentName":${str(e.agentName)},"capability":${str(e.capability)},"result":${str(e.result)}`;
+  let out = `{"id":${str(e.id)},"agentId":${str(e.agentId)},"agentName":${str(e.agentName)},"capability":${str(e.capability)},"result":"${e.result}"`;
   if (e.denialReason !== undefined) out += `,"denialReason":${str(e.denialReason)}`;
   out += `,"jti":${str(e.jti)},"timestamp":${num(e.timestamp)},"durationMs":${num(e.durationMs)},"method":${str(e.method)},"path":${str(e.path)},"status":${num(e.status)}`;
   if (e.upstreamStatus !== undefined) out += `,"upstreamStatus":${num(e.upstreamStatus)}`;
   if (e.responseBytes !== undefined) out += `,"responseBytes":${num(e.responseBytes)}`;
   out += `,"requestId":${str(e.requestId)}`;
-  if (e.permission !== undefined) out += `,"permission":${str(e.permission)}`;
+  if (e.permission !== undefined) out += `,"permission":"${e.permission}"`;
   if (e.event !== undefined) out += `,"event":${str(e.event)}`;
   return out;
 }

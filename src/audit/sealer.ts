@@ -59,19 +59,22 @@ export class BatchSealer {
   }
 
   private append(head: string, args: unknown): void {
-    this.write(this.count === 0 ? '[' : ',');
-    this.writeAscii(head);
-    if (args !== undefined) {
-      this.write(head.length > 1 ? ',"args":' : '"args":');
-      if (args instanceof RawJson) {
-        this.reserve(args.bytes.length);
-        this.arena.set(args.bytes, this.used);
-        this.used += args.bytes.length;
-      } else {
-        this.write(JSON.stringify(args) ?? 'null');
-      }
+    // One copy for the ASCII part: each Buffer write is a call into the runtime, and this runs per call.
+    const open = this.count === 0 ? '[' : ',';
+    if (args === undefined) {
+      this.writeAscii(`${open}${head}}`);
+      return;
     }
-    this.write('}');
+    this.writeAscii(head.length > 1 ? `${open}${head},"args":` : `${open}${head}"args":`);
+    if (args instanceof RawJson) {
+      this.reserve(args.bytes.length + 1);
+      this.arena.set(args.bytes, this.used);
+      this.used += args.bytes.length;
+    } else {
+      this.write(JSON.stringify(args) ?? 'null');
+      this.reserve(1);
+    }
+    this.arena[this.used++] = 0x7d; // }
   }
 
   /** Compresses (thread pool) and encrypts the batch as link `link`. The sealer is spent afterwards. */
