@@ -141,9 +141,9 @@ export class BatchSealer {
 
   private reserve(n: number): void {
     if (this.used + n <= this.arena.length) return;
-    const grown = Buffer.allocUnsafeSlow(Math.max(this.arena.length * 2, this.used + n));
+    const grown = takeArena(Math.max(this.arena.length * 2, this.used + n));
     this.arena.copy(grown, 0, 0, this.used);
-    this.arena.fill(0, 0, this.used); // the old buffer is dropped: leave no entry in clear behind
+    giveArena(this.arena.subarray(0, this.used)); // zeroed: no entry in clear is left behind
     this.arena = grown;
   }
 }
@@ -167,20 +167,28 @@ export function headWithoutArgs(entry: { args?: unknown }): string {
 }
 
 /**
- * Spare batch buffers. A batch buffer is large (hundreds of KB) and one is
- * needed per batch; allocating each anew makes V8 count that much more
- * external memory and run full collections several times as often. A
- * returned buffer is zeroed first: no entry stays in clear after its batch is sealed.
+ * Spare batch buffers. A batch buffer is large (megabytes at full load) and one
+ * is needed per batch; allocating each anew makes V8 count that much more
+ * external memory and run full collections several times as often. Batches
+ * vary in size, so the largest spares are kept and the largest is handed out:
+ * a buffer that has to grow mid-batch is a fresh allocation. Two suffice (one
+ * filling while the other is compressed). A returned buffer is zeroed first:
+ * no entry stays in clear after its batch is sealed.
  */
 const spares: Buffer[] = [];
+const MAX_SPARE = 16 * 1024 * 1024;
 function takeArena(size: number): Buffer {
-  const i = spares.findIndex((b) => b.length >= size);
-  return i >= 0 ? spares.splice(i, 1)[0]! : Buffer.allocUnsafeSlow(size);
+  // spares[0] is the largest.
+  if (spares.length && spares[0]!.length >= size) return spares.shift()!;
+  return Buffer.allocUnsafeSlow(Math.ceil(size * 1.5));
 }
 function giveArena(used: Buffer): void {
   const whole = Buffer.from(used.buffer, used.byteOffset, used.buffer.byteLength - used.byteOffset);
   used.fill(0);
-  if (spares.length < 2 && whole.length <= 16 * 1024 * 1024) spares.push(whole);
+  if (whole.length > MAX_SPARE) return;
+  spares.push(whole);
+  spares.sort((a, b) => b.length - a.length);
+  if (spares.length > 2) spares.length = 2;
 }
 
 /**
