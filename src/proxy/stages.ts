@@ -242,7 +242,7 @@ export const signAsAgent: Stage = async (call, deps) => {
 };
 
 /** Reads each constrained argument from the path, the query or the JSON body. */
-export const readArguments: Stage = (call) => {
+export const readArguments: Stage = (call, deps) => {
   // A call that is several capabilities reads the fields any of their grants constrains.
   const constrained = call.alsoGrants ? Object.assign({}, ...grantsOf(call).map((g) => g.constraints)) : call.grant!.constraints;
   const plan = planArguments(constrained, call.route!.method, call.params!);
@@ -264,7 +264,8 @@ export const readArguments: Stage = (call) => {
   const media = checkJsonRepresentation(call.req);
   if (media) return media;
   try {
-    const keys: string[] = [];
+    // Keys are collected only for the audit trail's redaction check.
+    const keys: string[] | undefined = deps.audit ? [] : undefined;
     call.json = parseStrictJsonBytes(call.body, keys);
     call.jsonKeys = keys;
   } catch (err) {
