@@ -47,6 +47,11 @@ export interface AuditBatch {
   data: string;
 }
 
+/** A batch as the sealer returns it: the ciphertext still as bytes (base64 is written straight into its line). */
+export interface SealedBatch extends Omit<AuditBatch, 'data'> {
+  data: Buffer;
+}
+
 export const GENESIS = '0'.repeat(64);
 
 /** Where a batch sits: which chain, its sequence number, the hash of the batch before it. */
@@ -62,13 +67,13 @@ export function aad(b: { v: 1; chain: string; seq: number; prev: string; kid: st
 }
 
 /** Opens a batch; throws if the key is unknown, anything was altered, or the header does not match the entries. */
-export function openBatch<T = unknown>(b: AuditBatch, keys: AuditKeyring): T[] {
+export function openBatch<T = unknown>(b: AuditBatch | SealedBatch, keys: AuditKeyring): T[] {
   const key = keys.all.get(b.kid);
   if (!key) throw new Error(`batch ${b.seq}: unknown key id ${b.kid}`);
   const decipher = createDecipheriv('aes-256-gcm', key.key, Buffer.from(b.nonce, 'base64'));
   decipher.setAAD(aad(b));
   decipher.setAuthTag(Buffer.from(b.tag, 'base64'));
-  const opened = Buffer.concat([decipher.update(Buffer.from(b.data, 'base64')), decipher.final()]);
+  const opened = Buffer.concat([decipher.update(typeof b.data === 'string' ? Buffer.from(b.data, 'base64') : b.data), decipher.final()]);
   const plain = b.z === 'br' ? brotliDecompressSync(opened) : b.z === 'deflate-raw' ? inflateRawSync(opened) : opened;
   const entries = JSON.parse(plain.toString('utf8')) as (T & { timestamp?: number })[];
   const first = entries[0]?.timestamp ?? 0;
@@ -83,17 +88,45 @@ export function batchHash(line: string | Uint8Array): string {
 }
 
 /**
- * A batch's JSON line as bytes: exactly `JSON.stringify(batch)`, built without
- * the two extra copies of the ciphertext that a string line would cost (large
- * strings live in V8's old generation and bring full collections forward).
+ * A batch's JSON line as bytes: exactly `JSON.stringify(batch)` (with `data` in
+ * base64). Ciphertext given as bytes is base64-encoded straight into the line:
+ * no copy of it ever becomes a string (large strings live in V8's old
+ * generation and bring full collections forward).
  */
-export function batchLine(b: AuditBatch): Buffer {
+export function batchLine(b: AuditBatch | SealedBatch): Buffer {
   const head = JSON.stringify({ ...b, data: undefined }); // data (last member) left out
-  const size = Buffer.byteLength(head) + 9 + b.data.length + 1;
+  const dataLength = typeof b.data === 'string' ? b.data.length : 4 * Math.ceil(b.data.length / 3);
+  const size = Buffer.byteLength(head) + 9 + dataLength + 1;
   const line = Buffer.allocUnsafeSlow(size);
   let at = line.write(head) - 1; // reopen the object over its closing brace
   at += line.write(',"data":"', at, 'latin1');
-  at += line.write(b.data, at, 'latin1');
+  at = typeof b.data === 'string' ? at + line.write(b.data, at, 'latin1') : base64Into(b.data, line, at);
   at += line.write('"}', at, 'latin1');
   return line.subarray(0, at);
+}
+
+const BASE64 = Buffer.from('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/');
+
+/** Standard base64 (padded) of `src`, written into `dst` at `at`; returns the end offset. */
+export function base64Into(src: Uint8Array, dst: Uint8Array, at: number): number {
+  const whole = src.length - (src.length % 3);
+  let o = at;
+  for (let i = 0; i < whole; i += 3) {
+    const v = (src[i]! << 16) | (src[i + 1]! << 8) | src[i + 2]!;
+    dst[o] = BASE64[v >>> 18]!;
+    dst[o + 1] = BASE64[(v >>> 12) & 63]!;
+    dst[o + 2] = BASE64[(v >>> 6) & 63]!;
+    dst[o + 3] = BASE64[v & 63]!;
+    o += 4;
+  }
+  const rest = src.length - whole;
+  if (rest > 0) {
+    const v = (src[whole]! << 16) | (rest === 2 ? src[whole + 1]! << 8 : 0);
+    dst[o] = BASE64[v >>> 18]!;
+    dst[o + 1] = BASE64[(v >>> 12) & 63]!;
+    dst[o + 2] = rest === 2 ? BASE64[(v >>> 6) & 63]! : 0x3d;
+    dst[o + 3] = 0x3d; // =
+    o += 4;
+  }
+  return o;
 }

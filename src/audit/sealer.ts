@@ -1,6 +1,6 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { brotliCompress, brotliCompressSync, constants as zlib } from 'node:zlib';
-import { aad, type AuditBatch, type AuditKey, type ChainLink } from './crypto.js';
+import { aad, type AuditBatch, type AuditKey, type ChainLink, type SealedBatch } from './crypto.js';
 import { asciiJson } from './entry.js';
 import { RawJson } from './raw-json.js';
 
@@ -78,7 +78,7 @@ export class BatchSealer {
   }
 
   /** Compresses (thread pool) and encrypts the batch as link `link`. The sealer is spent afterwards. */
-  async seal(link: ChainLink): Promise<AuditBatch> {
+  async seal(link: ChainLink): Promise<SealedBatch> {
     const text = this.close();
     let plain: Buffer;
     try {
@@ -90,7 +90,7 @@ export class BatchSealer {
   }
 
   /** The same, synchronously (tools and tests). */
-  sealSync(link: ChainLink): AuditBatch {
+  sealSync(link: ChainLink): SealedBatch {
     const text = this.close();
     let plain: Buffer;
     try {
@@ -109,7 +109,7 @@ export class BatchSealer {
   }
 
   /** Encrypts the compressed batch, then zeroes it (it is as readable as the entries). */
-  private encryptAndWipe(link: ChainLink, plain: Buffer): AuditBatch {
+  private encryptAndWipe(link: ChainLink, plain: Buffer): SealedBatch {
     try {
       return this.encrypt(link, plain);
     } finally {
@@ -117,14 +117,14 @@ export class BatchSealer {
     }
   }
 
-  private encrypt({ chain, seq, prev }: ChainLink, plain: Buffer): AuditBatch {
+  private encrypt({ chain, seq, prev }: ChainLink, plain: Buffer): SealedBatch {
     const header = { v: 1 as const, chain, seq, prev, count: this.count, first: this.first, last: this.last, kid: this.key.id, z: 'br' as const };
     const nonce = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key.key, nonce);
     cipher.setAAD(aad(header));
     const data = cipher.update(plain);
     const rest = cipher.final(); // empty for GCM; checked rather than assumed
-    return { ...header, nonce: nonce.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: (rest.length ? Buffer.concat([data, rest]) : data).toString('base64') };
+    return { ...header, nonce: nonce.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: rest.length ? Buffer.concat([data, rest]) : data };
   }
 
   private write(text: string): void {
@@ -205,5 +205,6 @@ function brotliOptions(size: number) {
 export function sealBatch<E extends { timestamp: number }>(entries: readonly E[], link: ChainLink, key: AuditKey): AuditBatch {
   const sealer = new BatchSealer(key);
   for (const e of entries) sealer.add(e);
-  return sealer.sealSync(link);
+  const sealed = sealer.sealSync(link);
+  return { ...sealed, data: sealed.data.toString('base64') };
 }

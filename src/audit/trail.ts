@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { batchHash, batchLine, GENESIS, openBatch, type AuditBatch, type AuditKeyring } from './crypto.js';
+import { batchHash, batchLine, GENESIS, openBatch, type AuditBatch, type AuditKeyring, type SealedBatch } from './crypto.js';
 import { entryHead, type AuditEntry } from './entry.js';
 import type { AuditExporter } from './exporters.js';
 import { RawJson } from './raw-json.js';
@@ -240,7 +240,7 @@ export class AuditTrail {
       this.waiters = [];
       this.sealing = sealer.size;
       this.lastBatchBytes = sealer.bytes;
-      let batch: AuditBatch;
+      let batch: SealedBatch;
       try {
         // Flushes are serialised, so this batch links to the one sealed before it.
         batch = await sealer.seal({ chain: this.spool.chain, seq: this.seq + 1, prev: this.prev });

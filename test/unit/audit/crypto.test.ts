@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { GENESIS, batchHash, batchLine, openBatch, parseKeyring } from '../../../src/audit/crypto.js';
+import { GENESIS, base64Into, batchHash, batchLine, openBatch, parseKeyring } from '../../../src/audit/crypto.js';
 import { BatchSealer, sealBatch } from '../../../src/audit/sealer.js';
 import { RawJson } from '../../../src/audit/raw-json.js';
 import { needsRedaction, redact } from '../../../src/audit/redact.js';
@@ -70,6 +70,33 @@ describe('audit batches', () => {
     const line = batchLine(b);
     expect(line.equals(Buffer.from(JSON.stringify(b)))).toBe(true);
     expect(batchHash(line)).toBe(batchHash(JSON.stringify(b)));
+  });
+
+  it('writes a sealed batch (ciphertext as bytes) as the same line, base64 included', async () => {
+    const keys = parseKeyring(k1);
+    for (const n of [0, 1, 2, 3, 50, 700]) {
+      const sealer = new BatchSealer(keys.current);
+      for (let i = 0; i < n; i++) sealer.add({ timestamp: i, id: `e${i}`, note: randomBytes(i % 7).toString('hex') });
+      const sealed = await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS });
+      const asText = { ...sealed, data: sealed.data.toString('base64') };
+      expect(batchLine(sealed).equals(Buffer.from(JSON.stringify(asText)))).toBe(true);
+      expect(openBatch(JSON.parse(batchLine(sealed).toString()), keys)).toHaveLength(n);
+    }
+  });
+
+  it('base64-encodes into a buffer exactly as Buffer does, for every tail length', () => {
+    for (let len = 0; len < 40; len++) {
+      const src = randomBytes(len);
+      const dst = Buffer.alloc(4 * Math.ceil(len / 3) + 2, 0x2e);
+      const end = base64Into(src, dst, 1);
+      expect(dst.subarray(1, end).toString('latin1')).toBe(src.toString('base64'));
+      expect(dst[0]).toBe(0x2e);
+      expect(dst[end]).toBe(0x2e);
+    }
+    const big = randomBytes(300_001);
+    const out = Buffer.alloc(4 * Math.ceil(big.length / 3));
+    base64Into(big, out, 0);
+    expect(out.toString('latin1')).toBe(big.toString('base64'));
   });
 
   it('adds an entry all or nothing', async () => {
