@@ -29,7 +29,7 @@ export interface AuditEntry {
 /**
  * An entry's JSON without `args` and without its closing brace (`{"id":...`),
  * so that the sealer can write args after it. Built field by field (this runs
- * on every call, and JSON.stringify of the whole object cost twice as much);
+ * on every call, and JSON.stringify of the whole object cost more);
  * always ASCII: any other character is written as a \u escape. (`result` and
  * `permission` are the sidecar's own words, written as they are.)
  * `JSON.parse(entryHead(e) + '}')` equals `e` without its args.
@@ -65,8 +65,9 @@ export function asciiJson(value: unknown): string {
 
 /**
  * Entry ids are RFC 9562 UUIDv8: 74 random bits drawn when the process starts,
- * then a 48-bit counter. As unique as random UUIDs across pods and restarts,
- * at the cost of a counter increment instead of 16 random bytes per call.
+ * then a 48-bit counter. Unique across pods and restarts for any practical
+ * number of processes, at the cost of a counter increment instead of 16
+ * random bytes per call.
  */
 let idPrefix = '';
 let idCounter = 0;

@@ -61,6 +61,9 @@ export interface AuditStats {
 export class AuditTrail {
   /** The open batch, encrypted as entries arrive. */
   private sealer?: BatchSealer;
+  /** Batched durability: entries of the current event-loop turn, written into the open batch at its end. */
+  private pending: AuditEntry[] = [];
+  private pendingScheduled = false;
   private waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
   /** Sealed batches not yet in the spool (the spool was full or failing), in order. */
   private readonly sealed: { seq: number; line: Buffer; hash: string; count: number; first: number; waiters: { resolve: () => void; reject: (e: Error) => void }[] }[] = [];
@@ -177,12 +180,10 @@ export class AuditTrail {
   }
 
   /**
-   * Entries recorded during one event-loop turn, written into the batch in one
-   * go: serialising them one after another, with the code and data hot, costs a
-   * fraction of doing it between calls; none outlives the turn.
+   * Writes the entries recorded during one event-loop turn into the batch in
+   * one go: serialising them one after another, with the code and data hot,
+   * costs a fraction of doing it between calls; none outlives the turn.
    */
-  private pending: AuditEntry[] = [];
-  private pendingScheduled = false;
   private readonly addPending = (): void => {
     this.pendingScheduled = false;
     const entries = this.pending;
