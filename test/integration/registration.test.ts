@@ -80,6 +80,11 @@ describe('discovery, registration and host identity', () => {
     expect(page1.json.capabilities[1].grant).toEqual({ status: 'none' });
     const page2 = await call(`${sidecar.url}/capability/list?limit=2&cursor=${page1.json.next_cursor}`);
     expect(page2.json).toEqual({ capabilities: [{ name: 'getInvoice', method: 'GET', path: '/invoices/{id}' }] });
+    // A token header that is there but malformed or invalid is refused, not read as an anonymous caller.
+    const twice = await fetch(`${sidecar.url}/capability/list`, { headers: [['authorization', `Bearer ${await agent.sign('capability_list')}`], ['authorization', `Bearer ${await agent.sign('capability_list')}`]] });
+    expect(twice.status).toBe(401); // fetch folds the two into one "Bearer a, Bearer b" value
+    const forged = await call(`${sidecar.url}/capability/list`, { token: `${(await agent.sign('capability_list')).slice(0, -4)}AAAA` });
+    expect(forged).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
 
     // Registering the same key again is idempotent.
     const again = await registerAgent(keys, { name: 'invoice-bot' });
