@@ -1,5 +1,6 @@
 import { newEntryId, type AuditEntry } from '../audit/entry.js';
 import { RawJson } from '../audit/raw-json.js';
+import { parseStrictJsonBytes } from '../json/strict.js';
 import type { Denial } from '../errors.js';
 import type { Call } from './stages.js';
 
@@ -53,8 +54,11 @@ export function callEntry(call: Call, outcome: { status: number; upstreamStatus?
 function argumentsOf(call: Call): unknown {
   // Strictly parsed from exactly these bytes: the entry can carry the bytes themselves.
   if (call.json !== undefined) return call.body ? new RawJson(call.json, call.body, call.jsonKeys) : call.json;
+  // A JSON body the pipeline did not parse (refused before reading it, or a sidecar endpoint): recorded only
+  // if it passes the same strict parser, so a body with duplicate keys is never recorded as one reading of it.
   if (call.body && call.body.length > 0 && call.body.length <= 65_536 && /json/i.test(call.req.headers['content-type'] ?? '')) {
-    try { return JSON.parse(call.body.toString('utf8')); } catch { /* not JSON: not recorded */ }
+    const keys: string[] = [];
+    try { return new RawJson(parseStrictJsonBytes(call.body, keys), call.body, keys); } catch { /* not strict JSON: not recorded */ }
   }
   const args: Record<string, string> = { ...call.params };
   if (call.target?.query) {

@@ -184,3 +184,23 @@ describe('a client that hangs up mid-body', () => {
     }
   }, 20_000);
 });
+
+describe('bodies the pipeline did not need to parse', () => {
+  it('are recorded as their exact bytes when strictly valid JSON, and not at all when ambiguous (duplicate keys)', async () => {
+    const collector = await startCollector();
+    const env = await startEnv({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 10 } });
+    try {
+      // upload has no body constraints: its body is buffered and forwarded, never parsed for a decision.
+      const ok = await send(env, { method: 'PUT', path: '/uploads', token: await env.bot.signer.sign('upload'), body: '{"a": 1, "apiKey": "k"}' });
+      const dup = await send(env, { method: 'PUT', path: '/uploads', token: await env.bot.signer.sign('upload'), body: '{"a":1,"a":2}' });
+      expect([ok.status, dup.status]).toEqual([200, 200]);
+      await until(() => entriesOf(collector).filter((e) => e.capability === 'upload').length === 2);
+      const [first, second] = entriesOf(collector).filter((e) => e.capability === 'upload');
+      expect(first!.args).toEqual({ a: 1, apiKey: '[REDACTED]' });
+      expect(second!.args).toBeNull(); // never one reading of an ambiguous body
+    } finally {
+      await env.close();
+      await collector.close();
+    }
+  }, 20_000);
+});
