@@ -49,8 +49,9 @@ export function entryHead(e: AuditEntry): string {
 /** Printable ASCII other than quote and backslash: a JSON string as it stands. */
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
-function str(v: string | null): string {
-  if (v === null) return 'null';
+/** A missing value (null, or undefined in an entry read back from a store) is written as null. */
+function str(v: string | null | undefined): string {
+  if (v === null || v === undefined) return 'null';
   return PLAIN.test(v) ? `"${v}"` : asciiJson(v);
 }
 

@@ -50,6 +50,7 @@ export class BatchSealer {
     try {
       this.append(head, args);
     } catch (err) {
+      this.arena.fill(0, mark, this.used); // the part already written is wiped, not just forgotten
       this.used = mark;
       throw err;
     }

@@ -155,6 +155,7 @@ export class AuditTrail {
       return RESOLVED;
     }
     try {
+      this.addPending(); // entries recorded before this one (in batched mode, before drain) stay ahead of it
       this.add(entry);
     } catch (err) {
       return Promise.reject(err as Error); // callers handle a refused record as a rejection, never a throw

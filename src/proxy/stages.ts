@@ -165,13 +165,20 @@ export const checkHostReplay: Stage = (call, deps) => {
 /** Runs `stages` only when the caller sent a token (endpoints that answer anyone, and say more to a known agent). */
 export function ifTokenSent(stages: Stage[]): Stage {
   return async (call, deps) => {
-    // Like Envoy's allow_missing: no token header at all is an anonymous caller; a header that is
-    // there but malformed, repeated or invalid is refused like any bad token, never read as anonymous.
+    // Like Envoy's allow_missing: no token (no header, or Authorization with another scheme such as
+    // Basic) is an anonymous caller; a Bearer token that is malformed or invalid, or a repeated
+    // header, is refused like any bad token, never read as anonymous.
     const name = deps.tokenHeader.toLowerCase();
     const raw = call.req.rawHeaders;
-    let sent = false;
-    for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === name) sent = true;
-    if (!sent) return undefined;
+    let count = 0;
+    let bearer = false;
+    for (let i = 0; i < raw.length; i += 2) {
+      if (raw[i]!.toLowerCase() !== name) continue;
+      count++;
+      const value = raw[i + 1] ?? '';
+      if (name === 'authorization' ? /^\s*bearer(\s|$)/i.test(value) : value.trim() !== '') bearer = true;
+    }
+    if (count <= 1 && !bearer) return undefined;
     for (const stage of stages) {
       const denial = await stage(call, deps);
       if (denial) return denial;

@@ -99,6 +99,12 @@ describe('audit batches', () => {
     expect(out.toString('latin1')).toBe(big.toString('base64'));
   });
 
+  it('wipes the part of an entry it had written before the entry failed', () => {
+    const sealer = new BatchSealer(parseKeyring(k1).current);
+    expect(() => sealer.add({ timestamp: 1, id: 'SECRET-HEAD-XYZ', args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
+    expect((sealer as unknown as { arena: Buffer }).arena.includes('SECRET-HEAD-XYZ')).toBe(false);
+  });
+
   it('adds an entry all or nothing', async () => {
     const keys = parseKeyring(k1);
     const sealer = new BatchSealer(keys.current);

@@ -29,6 +29,13 @@ describe('entryHead', () => {
   });
 });
 
+describe('entryHead with a field missing at run time', () => {
+  it('writes null, never the text "undefined" (an approval read back from a store is not type-checked)', () => {
+    const e = { ...base, agentName: undefined } as unknown as AuditEntry;
+    expect(JSON.parse(`${entryHead(e)}}`).agentName).toBeNull();
+  });
+});
+
 describe('newEntryId', () => {
   it('is an RFC 9562 UUIDv8, distinct on every call', () => {
     const ids = Array.from({ length: 10_000 }, () => newEntryId());

@@ -1,9 +1,11 @@
-import { randomBytes } from 'node:crypto';
+import { createDecipheriv, randomBytes } from 'node:crypto';
+import { brotliDecompressSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { parseKeyring } from '../../../src/audit/crypto.js';
+import { aad, parseKeyring } from '../../../src/audit/crypto.js';
 import type { AuditEntry } from '../../../src/audit/entry.js';
 import { AuditTrail } from '../../../src/audit/trail.js';
 import { createLogger } from '../../../src/log.js';
+import { until } from '../../support/until.js';
 
 const entry = (i: number): AuditEntry => ({
   id: `e${i}`, agentId: 'bot', agentName: 'bot', capability: 'c', args: { i }, result: 'denied', denialReason: 'audit_unavailable',
@@ -74,26 +76,34 @@ describe('AuditTrail records', () => {
     expect(r.logs.some((l) => l.includes('audit record failed') && l.includes('not serialisable') && l.includes('"requestId":"r2"'))).toBe(true);
   });
 
-  it('batched: entries recorded in one event-loop turn are in the batch by the next turn, in the order recorded', async () => {
+  it('batched: entries of one event-loop turn go into the batch at its end, in order; a full batch is flushed without waiting for the timer', async () => {
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     const lines: Buffer[] = [];
     const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'mem', export: async (line) => { lines.push(line); } }], flushIntervalMs: 60_000, maxBatch: 3, log: createLogger('error', () => {}) });
     await trail.start();
     for (let i = 1; i <= 7; i++) void trail.record(entry(i));
     expect(trail.buffered).toBe(7); // pending entries count as buffered (readiness, drain)
-    await new Promise((r) => setImmediate(r));
-    await trail.drain(2_000);
+    await until(() => lines.length === 1); // no drain, no timer: the turn's 7 entries reached maxBatch
     const { openBatch } = await import('../../../src/audit/crypto.js');
-    const batches = lines.map((l) => openBatch<AuditEntry>(JSON.parse(l.toString()), keys).map((e) => e.id));
-    expect(batches.flat()).toEqual(['e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7']);
+    expect(openBatch<AuditEntry>(JSON.parse(lines[0]!.toString()), keys).map((e) => e.id)).toEqual(['e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7']);
+    await trail.drain(2_000);
+  });
+
+  it('an entry recorded once the trail is stopped (written at once) stays behind the entries still pending', async () => {
+    const keys = parseKeyring(randomBytes(32).toString('base64'));
+    const trail = new AuditTrail({ keyring: keys, exporters: [], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
+    await trail.start();
+    void trail.record(entry(1)); // pending until the end of this turn
+    (trail as unknown as { stopped: boolean }).stopped = true; // as after drain
+    await trail.record(entry(2)); // resolves once its batch is spooled (delivery has stopped)
+    expect(trail.recentEntries().map((e) => e.id)).toEqual(['e1', 'e2']);
   });
 });
 
 describe('AuditTrail redaction of verified bodies', () => {
-  it('keeps the body bytes as they are unless a key the parser reported is secret-looking, at any depth', async () => {
+  it('keeps the verified bytes unless a key the parser reported is secret-looking (at any depth); then records a redacted copy', async () => {
     const { RawJson } = await import('../../../src/audit/raw-json.js');
     const { parseStrictJsonBytes } = await import('../../../src/json/strict.js');
-    const { openBatch } = await import('../../../src/audit/crypto.js');
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     const lines: Buffer[] = [];
     const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'mem', export: async (line) => { lines.push(line); } }], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
@@ -105,9 +115,22 @@ describe('AuditTrail redaction of verified bodies', () => {
     };
     await trail.record({ ...entry(1), args: raw('{ "amount" : 5,\n "items": [ {"sku": "a"} ] }') });
     await trail.record({ ...entry(2), args: raw('{"amount":5,"items":[{"sku":"a","meta":{"Client_Secret":"s"}}]}') });
+    // The verdict comes from the reported keys, not from walking the value: a reported secret key alone triggers the copy.
+    await trail.record({ ...entry(3), args: new RawJson({ a: 1 }, Buffer.from('{ "a" : 1 }'), ['a', 'password']) });
     await trail.drain(2_000);
-    const opened = lines.flatMap((l) => openBatch<AuditEntry>(JSON.parse(l.toString()), keys));
-    expect(opened[0]!.args).toEqual({ amount: 5, items: [{ sku: 'a' }] });
-    expect(opened[1]!.args).toEqual({ amount: 5, items: [{ sku: 'a', meta: { Client_Secret: '[REDACTED]' } }] });
+    const text = lines.map((l) => openText(l, keys)).join('');
+    expect(text).toContain('"args":{ "amount" : 5,\n "items": [ {"sku": "a"} ] }}'); // byte for byte
+    expect(text).toContain('"args":{"amount":5,"items":[{"sku":"a","meta":{"Client_Secret":"[REDACTED]"}}]}}');
+    expect(text).toContain('"args":{"a":1}}');
+    expect(text).not.toContain('"s"');
   });
 });
+
+/** The decrypted, decompressed text of a batch line (openBatch parses it; these tests look at the bytes). */
+function openText(line: Buffer, keys: ReturnType<typeof parseKeyring>): string {
+  const b = JSON.parse(line.toString()) as { kid: string; nonce: string; tag: string; data: string; v: 1; chain: string; seq: number; prev: string; z?: string };
+  const d = createDecipheriv('aes-256-gcm', keys.all.get(b.kid)!.key, Buffer.from(b.nonce, 'base64'));
+  d.setAAD(aad(b));
+  d.setAuthTag(Buffer.from(b.tag, 'base64'));
+  return brotliDecompressSync(Buffer.concat([d.update(Buffer.from(b.data, 'base64')), d.final()])).toString();
+}
