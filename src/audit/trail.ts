@@ -360,6 +360,8 @@ export class AuditTrail {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     for (const wake of this.wake.values()) wake();
+    // Whatever was recorded while exporters were waited for goes to the spool too (from now on every record does at once).
+    await this.flush();
   }
 }
 

@@ -89,6 +89,19 @@ describe('AuditTrail records', () => {
     await trail.drain(2_000);
   });
 
+  it('drain spools what is recorded while it waits for exporters', async () => {
+    const keys = parseKeyring(randomBytes(32).toString('base64'));
+    const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'never', export: () => new Promise<void>(() => {}) }], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
+    await trail.start();
+    void trail.record(entry(1));
+    const draining = trail.drain(200);
+    await new Promise((r) => setTimeout(r, 50));
+    void trail.record(entry(2)); // a call that finished during the wait
+    await draining;
+    expect(trail.buffered).toBe(0);
+    expect(trail.recentEntries().map((e) => e.id)).toEqual(['e1', 'e2']);
+  });
+
   it('an entry recorded once the trail is stopped (written at once) stays behind the entries still pending', async () => {
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     const trail = new AuditTrail({ keyring: keys, exporters: [], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
