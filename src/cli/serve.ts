@@ -27,6 +27,8 @@ Options (each also read from the environment variable shown):
   --token-header NAME  header carrying the agent token [authorization]
                                                             AGENTS_CHAIN_TOKEN_HEADER
   --max-body BYTES     request body limit [${DEFAULT_MAX_BODY_BYTES}]        AGENTS_CHAIN_MAX_BODY
+  --replay-max-entries N  in-memory replay window bound, token ids
+                       [40 % of the memory limit at 512 B each; 1000000]   AGENTS_CHAIN_REPLAY_MAX_ENTRIES
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
   --no-watch           do not watch the policy file (SIGHUP still reloads it)
   --shutdown-grace-ms N  on SIGTERM, how long calls in flight may take [15000];
@@ -71,6 +73,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     admin: { type: 'string' },
     'token-header': { type: 'string' },
     'max-body': { type: 'string' },
+    'replay-max-entries': { type: 'string' },
     'log-level': { type: 'string' },
     'admin-token-file': { type: 'string' },
     'admin-public-url': { type: 'string' },
@@ -142,6 +145,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     admin: v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090',
     tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
     maxBodyBytes,
+    replayMaxEntries: positive(v['replay-max-entries'] ?? env.AGENTS_CHAIN_REPLAY_MAX_ENTRIES, '--replay-max-entries'),
     log,
     adminToken: adminToken || undefined,
     adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,

@@ -5,7 +5,7 @@ import { ApprovalService, type ApprovalEvent, type Executor } from '../approvals
 import type { AccessRequest } from '../approvals/types.js';
 import { newEntryId, type AuditEntry } from '../audit/entry.js';
 import { MemoryAccessRequestStore, type AccessRequestStore } from '../approvals/store.js';
-import { MemoryReplayStore, type ReplayStore } from '../auth/replay.js';
+import { MemoryReplayStore, replayCapacity, type ReplayStore } from '../auth/replay.js';
 import { RedisReplayStore } from '../auth/replay-redis.js';
 import { RedisAccessRequestStore } from '../approvals/store-redis.js';
 import { connectRedis, redisReady, type RedisSettings } from '../redis/connect.js';
@@ -40,6 +40,8 @@ export interface SidecarOptions {
   tokenHeader?: string;
   maxBodyBytes?: number;
   replay?: ReplayStore;
+  /** Bound of the in-process replay window (ids); derived from the memory limit when absent. */
+  replayMaxEntries?: number;
   log?: Logger;
   now?: () => number;
   /** Bearer token for the approvals API on the admin listener. */
@@ -119,7 +121,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
   const deps: PipelineDeps = {
     policy: opts.policy,
-    replay: opts.replay ?? shared?.replay ?? new MemoryReplayStore(undefined, now),
+    replay: opts.replay ?? shared?.replay ?? memoryReplayStore(opts.replayMaxEntries, log, now),
     tokenHeader: opts.tokenHeader ?? 'authorization',
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     now,
@@ -314,6 +316,14 @@ function executor(upstream: Upstream, activePolicy: () => Policy, now: () => num
     }
     return { status: answer.status, contentType: type || undefined, body: parsed };
   };
+}
+
+/** The in-process replay window, bounded so that it refuses calls before the process runs out of memory. */
+function memoryReplayStore(maxEntries: number | undefined, log: Logger, now: () => number): MemoryReplayStore {
+  const limit = process.constrainedMemory?.();
+  const capacity = maxEntries ?? replayCapacity(limit);
+  log.info('replay window in memory', { maxEntries: capacity, memoryLimitBytes: limit || null, source: maxEntries ? '--replay-max-entries' : 'memory limit' });
+  return new MemoryReplayStore(capacity, now);
 }
 
 /** The audit entry of an approval event. */

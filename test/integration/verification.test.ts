@@ -187,3 +187,16 @@ describe('token verification through the sidecar', () => {
     expect(typeof line.requestId).toBe('string');
   });
 });
+
+describe('a bounded in-memory replay window', () => {
+  it('refuses with 503 replay_store_unavailable when full of live ids (--replay-max-entries), never forgetting one', async () => {
+    const env = await startEnv({ replayMaxEntries: 2 });
+    try {
+      const get = async () => (await fetch(`${env.sidecar.url}/invoices/inv-1`, { headers: { authorization: `Bearer ${await env.bot.signer.sign('getInvoice')}` } })).status;
+      expect([await get(), await get(), await get()]).toEqual([200, 200, 503]);
+      expect(env.logs.some((l) => l.includes('replay window in memory') && l.includes('"maxEntries":2'))).toBe(true);
+    } finally {
+      await env.close();
+    }
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryReplayStore, ReplayStoreUnavailableError } from '../../../src/auth/replay.js';
+import { MemoryReplayStore, REPLAY_BYTES_PER_ID, replayCapacity, ReplayStoreUnavailableError } from '../../../src/auth/replay.js';
 
 /** A clock the test moves by hand. */
 function manualClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {
@@ -72,5 +72,18 @@ describe('MemoryReplayStore', () => {
     expect(await store.claim('e', 1000)).toBe(true);
     expect(store.size).toBe(1);
     expect(await store.claim('b', 1000)).toBe(true);
+  });
+});
+
+describe('replayCapacity', () => {
+  it('keeps the window within 40 % of the memory limit, so a full store refuses calls before the process is OOM-killed', () => {
+    const mib = 1024 * 1024;
+    expect(replayCapacity(256 * mib)).toBe(Math.floor((256 * mib * 0.4) / REPLAY_BYTES_PER_ID)); // 209,715 ids
+    expect(replayCapacity(256 * mib) * REPLAY_BYTES_PER_ID).toBeLessThanOrEqual(0.4 * 256 * mib);
+    expect(replayCapacity(8 * mib)).toBe(10_000); // a floor: tiny limits still serve
+    expect(replayCapacity(64 * 1024 * mib)).toBe(1_000_000); // a ceiling
+    expect(replayCapacity(undefined)).toBe(1_000_000); // no limit known
+    expect(replayCapacity(0)).toBe(1_000_000);
+    expect(replayCapacity(2 ** 63)).toBe(1_000_000); // cgroup v1 "unlimited"
   });
 });
