@@ -142,7 +142,7 @@ export class BatchSealer {
 
   private reserve(n: number): void {
     if (this.used + n <= this.arena.length) return;
-    const grown = takeArena(Math.max(this.arena.length * 2, this.used + n));
+    const grown = takeArena(this.used + n); // a new buffer comes with 50 % headroom
     this.arena.copy(grown, 0, 0, this.used);
     giveArena(this.arena.subarray(0, this.used)); // zeroed: no entry in clear is left behind
     this.arena = grown;
@@ -178,6 +178,7 @@ export function headWithoutArgs(entry: { args?: unknown }): string {
  */
 const spares: Buffer[] = [];
 const MAX_SPARE = 16 * 1024 * 1024;
+/** A buffer of at least `size` bytes: the largest spare if it is large enough, else a new one with 50 % headroom. */
 function takeArena(size: number): Buffer {
   // spares[0] is the largest.
   if (spares.length && spares[0]!.length >= size) return spares.shift()!;

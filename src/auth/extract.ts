@@ -27,3 +27,21 @@ export function extractToken(rawHeaders: readonly string[], headerName: string):
   if (token.length > MAX_TOKEN_BYTES) return deny('token_invalid', `token is longer than ${MAX_TOKEN_BYTES} bytes`);
   return token;
 }
+
+/**
+ * Whether the request carries a token at all, as Envoy's `allow_missing` reads it: a Bearer
+ * credential (even a malformed one) or a repeated header counts as sent; no header, or
+ * Authorization with another scheme (Basic), does not.
+ */
+export function tokenSent(rawHeaders: readonly string[], headerName: string): boolean {
+  const name = headerName.toLowerCase();
+  let count = 0;
+  let bearer = false;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== name) continue;
+    count++;
+    const value = rawHeaders[i + 1] ?? '';
+    if (name === 'authorization' ? /^\s*bearer(\s|$)/i.test(value) : value.trim() !== '') bearer = true;
+  }
+  return count > 1 || bearer;
+}

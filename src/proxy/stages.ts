@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { extractToken } from '../auth/extract.js';
+import { extractToken, tokenSent } from '../auth/extract.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js';
 import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type VerifiedToken } from '../auth/verify.js';
@@ -165,20 +165,8 @@ export const checkHostReplay: Stage = (call, deps) => {
 /** Runs `stages` only when the caller sent a token (endpoints that answer anyone, and say more to a known agent). */
 export function ifTokenSent(stages: Stage[]): Stage {
   return async (call, deps) => {
-    // Like Envoy's allow_missing: no token (no header, or Authorization with another scheme such as
-    // Basic) is an anonymous caller; a Bearer token that is malformed or invalid, or a repeated
-    // header, is refused like any bad token, never read as anonymous.
-    const name = deps.tokenHeader.toLowerCase();
-    const raw = call.req.rawHeaders;
-    let count = 0;
-    let bearer = false;
-    for (let i = 0; i < raw.length; i += 2) {
-      if (raw[i]!.toLowerCase() !== name) continue;
-      count++;
-      const value = raw[i + 1] ?? '';
-      if (name === 'authorization' ? /^\s*bearer(\s|$)/i.test(value) : value.trim() !== '') bearer = true;
-    }
-    if (count <= 1 && !bearer) return undefined;
+    // Like Envoy's allow_missing: no token is an anonymous caller; a bad one is refused, never read as anonymous.
+    if (!tokenSent(call.req.rawHeaders, deps.tokenHeader)) return undefined;
     for (const stage of stages) {
       const denial = await stage(call, deps);
       if (denial) return denial;

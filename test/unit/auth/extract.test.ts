@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { extractToken, MAX_TOKEN_BYTES } from '../../../src/auth/extract.js';
+import { extractToken, MAX_TOKEN_BYTES, tokenSent } from '../../../src/auth/extract.js';
 
 const TOKEN = 'eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJhIn0.c2ln';
 
@@ -83,5 +83,18 @@ describe('extractToken from a custom header', () => {
     expect(extractToken(['X-Agent-Token', 'Basic abc'], 'x-agent-token')).toMatchObject({ code: 'token_invalid' });
     expect(extractToken(['X-Agent-Token', TOKEN, 'x-agent-token', TOKEN], 'x-agent-token')).toMatchObject({ code: 'token_invalid' });
     expect(extractToken(['X-Agent-Token', 'a'.repeat(MAX_TOKEN_BYTES + 1)], 'x-agent-token')).toMatchObject({ code: 'token_invalid' });
+  });
+});
+
+describe('tokenSent (Envoy allow_missing)', () => {
+  it('counts a Bearer credential, even malformed, and a repeated header as sent; no header or another scheme as not sent', () => {
+    expect(tokenSent([], 'authorization')).toBe(false);
+    expect(tokenSent(['Authorization', 'Basic dXNlcjpwYXNz'], 'authorization')).toBe(false);
+    expect(tokenSent(['Authorization', ''], 'authorization')).toBe(false);
+    expect(tokenSent(['Authorization', 'Bearer a, Bearer b'], 'authorization')).toBe(true);
+    expect(tokenSent(['authorization', 'bearer'], 'authorization')).toBe(true);
+    expect(tokenSent(['Authorization', 'Basic x', 'authorization', 'Basic y'], 'authorization')).toBe(true);
+    expect(tokenSent(['X-Agent-Token', 'abc'], 'x-agent-token')).toBe(true);
+    expect(tokenSent(['X-Agent-Token', ' '], 'x-agent-token')).toBe(false);
   });
 });
