@@ -9,7 +9,11 @@ export const DENIAL_STATUS = {
   invalid_query: 400,
   invalid_header: 400,
   invalid_body: 400,
+  /** More query pairs than --max-query-params: some parsers stop reading early (Node's querystring and qs at 1000). */
+  too_many_query_parameters: 400,
   body_too_large: 413,
+  /** More request headers than --max-headers: an app with a header-count limit would not see them all. */
+  too_many_headers: 431,
   unsupported_media_type: 415,
   unknown_route: 404,
   // token (the seed's verification table)
@@ -18,11 +22,17 @@ export const DENIAL_STATUS = {
   agent_not_found: 401,
   token_expired: 401,
   token_replayed: 401,
+  /** The shared replay store lost its data: tokens issued before the loss was detected are refused for one window. */
+  replay_window_reset: 401,
   capability_denied: 403,
   constraint_violated: 403,
   // registration (host tokens)
   host_not_found: 401,
   agent_limit_reached: 403,
+  /** A public key that is not a safe Ed25519 key (small order, non-canonical, malformed). */
+  invalid_agent_key: 400,
+  /** A registration without a valid proof that the caller holds the agent's private key. */
+  proof_invalid: 401,
   // request_permission
   not_found: 404,
   approval_not_needed: 409,

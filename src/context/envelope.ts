@@ -85,6 +85,8 @@ export function guidanceFor(denial: Denial, ctx: EnvelopeContext): string {
       return 'Your token has expired. Mint a fresh token for every call (lifetime at most 60 seconds) and retry.';
     case 'token_replayed':
       return 'Each token is single-use. Mint a new token (a new jti) for this call and retry.';
+    case 'replay_window_reset':
+      return 'The service lost its record of recently used tokens, so tokens issued before that moment are refused for a short while. Mint a new token (new jti, current iat) and retry.';
     case 'token_missing':
     case 'token_invalid':
     case 'agent_not_found':
@@ -94,6 +96,8 @@ export function guidanceFor(denial: Denial, ctx: EnvelopeContext): string {
     case 'invalid_header':
     case 'unsupported_media_type':
     case 'body_too_large':
+    case 'too_many_query_parameters':
+    case 'too_many_headers':
       return `The request was malformed: ${denial.message}. Fix it and retry with a new token.`;
     case 'approval_not_needed':
       return `This call is within your limits: call ${cap} directly, with a token whose aud is "${cap}".`;
