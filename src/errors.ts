@@ -54,6 +54,8 @@ export interface ConstraintViolation {
   expected: unknown;
   actual: unknown;
   message: string;
+  /** The call did not contain the field at all (`actual` is then null): never the same as a JSON null. */
+  absent?: true;
 }
 
 /** A typed refusal: what a pipeline stage returns instead of continuing. */

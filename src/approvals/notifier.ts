@@ -1,6 +1,7 @@
 import { request } from 'undici';
-import { redact } from '../audit/redact.js';
+import { redactForReview } from '../audit/redact.js';
 import type { Logger } from '../log.js';
+import { slackRequestText, slackResolvedText } from './slack.js';
 import type { AccessRequest } from './types.js';
 
 /** Tells humans about access requests. A failing notifier never loses a request: it stays pending and approvable. */
@@ -23,19 +24,19 @@ export interface WebhookOptions {
   backoffMs?: (attempt: number) => number;
 }
 
-/** POSTs requests and outcomes to a webhook (generic JSON or Slack incoming-webhook format), with retries. */
+/**
+ * POSTs requests and outcomes to a webhook (generic JSON or Slack incoming-webhook format), with retries.
+ * The JSON format carries the agent's text as JSON strings: a receiver that renders them must escape them itself.
+ */
 export class WebhookNotifier implements Notifier {
   constructor(private readonly opts: WebhookOptions) {}
 
   async notify(r: AccessRequest, code: string): Promise<void> {
     const approvePath = `/approvals/${r.id}/approve`;
+    // Secrets are hidden from the reviewer, and the message says which ones: the approved call sends them all.
+    const shown = redactForReview(r.args);
     const payload = this.opts.format === 'slack'
-      ? {
-          text: `Agent *${r.agentName}* (${r.agentId}) asks to call *${r.capability}* outside its limits.\n` +
-            `Reason: ${r.reason}\nViolations: ${r.violations.map((v) => v.message).join('; ')}\n` +
-            `Approval code: \`${code}\` (expires ${new Date(r.expiresAt).toISOString()})\n` +
-            `Approve: agents-chain approvals approve ${r.id} --code ${code} [--scope value]`,
-        }
+      ? { text: slackRequestText(r, code, shown.value, shown.redacted) }
       : {
           event: 'access_request',
           requestId: r.id,
@@ -45,7 +46,8 @@ export class WebhookNotifier implements Notifier {
           capability: r.capability,
           method: r.method,
           path: r.target,
-          args: redact(r.args),
+          args: shown.value,
+          redacted: shown.redacted,
           reason: r.reason,
           violations: r.violations,
           expiresAt: new Date(r.expiresAt).toISOString(),
@@ -57,7 +59,7 @@ export class WebhookNotifier implements Notifier {
 
   async onResolved(r: AccessRequest): Promise<void> {
     const payload = this.opts.format === 'slack'
-      ? { text: `Access request ${r.id} (${r.agentId} → ${r.capability}) was ${r.state}${r.denyReason ? `: ${r.denyReason}` : ''}.` }
+      ? { text: slackResolvedText(r) }
       : { event: 'access_request_resolved', requestId: r.id, agentId: r.agentId, capability: r.capability, outcome: r.state, scope: r.scope, reason: r.denyReason };
     await this.post(payload, r.id);
   }

@@ -79,7 +79,7 @@ export class ApprovalService {
     void this.notifier.notify(request, code).then(
       () => this.store.update(request.id, { notified: true }),
       () => undefined, // already logged; the request stays pending and approvable through the admin API
-    );
+    ).catch((err: Error) => this.log.warn('could not mark an access request notified', { requestId: request.id, error: err.message }));
     return request;
   }
 
@@ -186,8 +186,7 @@ export class ApprovalService {
   async covering(agentId: string, capability: string, violations: ConstraintViolation[]): Promise<ValueApproval | undefined> {
     if (violations.length === 0) return undefined;
     const all = await this.store.valueApprovals(this.now());
-    return all.find((a) => a.agentId === agentId && a.capability === capability &&
-      violations.every((v) => Object.hasOwn(a.values, v.field) && sameJson(a.values[v.field], v.actual)));
+    return all.find((a) => a.agentId === agentId && a.capability === capability && covers(a, violations));
   }
 
   valueApprovals(): Promise<ValueApproval[]> {
@@ -234,7 +233,7 @@ export class ApprovalService {
 
   private async rememberValues(r: AccessRequest): Promise<void> {
     const values: Record<string, unknown> = {};
-    for (const v of r.violations) if (!r.absentFields.includes(v.field)) values[v.field] = v.actual;
+    for (const v of r.violations) if (!v.absent && !r.absentFields.includes(v.field)) values[v.field] = v.actual;
     if (Object.keys(values).length === 0) return;
     const now = this.now();
     await this.store.addValueApproval({
@@ -287,6 +286,17 @@ export class ApprovalService {
     if (t) clearTimeout(t);
     this.timers.delete(id);
   }
+}
+
+/**
+ * Whether a value approval waves every violation through: each violated field
+ * was approved with exactly this value. A field the call left out is never
+ * covered, not even by an approved `null` (absent and null differ: the app may
+ * apply a default to the one and reject the other).
+ */
+export function covers(approval: ValueApproval, violations: readonly ConstraintViolation[]): boolean {
+  return violations.length > 0 && violations.every((v) =>
+    v.absent !== true && Object.hasOwn(approval.values, v.field) && sameJson(approval.values[v.field], v.actual));
 }
 
 function sameJson(a: unknown, b: unknown): boolean {

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * Remembers token ids for the replay window. `claim` is the only operation:
  * it records the id and says whether it was new, in one step, so two
@@ -6,6 +8,33 @@
 export interface ReplayStore {
   /** Resolves true when `key` was unseen (and is now recorded for `ttlMs`), false when it is a replay. */
   claim(key: string, ttlMs: number): Promise<boolean>;
+  /**
+   * When the store last found that it had lost ids it held (Unix ms), if it
+   * ever did: a shared store that restarted empty, was flushed or failed over.
+   * Tokens issued before that moment are refused for one window (refusedByReset).
+   */
+  lastReset?(): number | undefined;
+}
+
+/**
+ * The key of one token id: the signer's key thumbprint (`iss`, the same for an
+ * agent in every policy, unlike agent ids, which are policy-local) and its
+ * jti, so one id is spent once for every sidecar sharing a store. Long jtis
+ * are hashed to keep keys short. Pure.
+ */
+export function replayKey(kind: 'agent' | 'host', thumbprint: string, jti: string): string {
+  const id = jti.length <= 64 && !jti.startsWith('#') ? jti : `#${createHash('sha256').update(jti).digest('base64url')}`;
+  return `${kind}:${thumbprint}:${id}`;
+}
+
+/**
+ * After a store lost its ids at `resetAtMs`, a token issued in that second or
+ * before may have been used already: refused until one replay window has
+ * passed (by then every such token has expired). Fresh tokens pass. Pure.
+ */
+export function refusedByReset(resetAtMs: number | undefined, iatSeconds: number, nowMs: number, windowMs: number): boolean {
+  if (resetAtMs === undefined || nowMs >= resetAtMs + windowMs) return false;
+  return iatSeconds <= Math.floor(resetAtMs / 1000);
 }
 
 /** Raised by a store that cannot answer; the call is refused with 503, never let through. */

@@ -1,10 +1,11 @@
+import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { generateAgentKeyPair, importAgentKey, thumbprintOf } from '../identity/keys.js';
 import { parseCommand, required } from './args.js';
 
 const USAGE = `Usage: agents-chain keygen --out DIR [--name NAME] [--host]
-       agents-chain keygen --public-of PRIVATE_JWK
+       agents-chain keygen --public-of JWK
 
 Creates an Ed25519 key pair for an agent (or, with --host, a host):
   DIR/NAME.private.jwk.json   (mode 0600; stays with the agent or host,
@@ -13,13 +14,14 @@ Creates an Ed25519 key pair for an agent (or, with --host, a host):
   DIR/NAME.public.jwk.json    (goes into the policy's agents[] or hosts[].publicKey)
 and prints the key's RFC 7638 thumbprint (the token's "iss").
 --public-of prints the public JWK of an existing private key (to import a
-saved identity into a policy) and its thumbprint on stderr.
+saved identity into a policy) and its thumbprint on stderr; it refuses a key
+the sidecar would refuse (small order, non-canonical, x not matching d).
 
 Options:
   --out DIR          directory to write to (created if missing)
   --name NAME        file name prefix [agent, or host with --host]
   --host             a host key: it signs host+jwt registration tokens
-  --public-of FILE   print the public part of a private JWK
+  --public-of FILE   print (and vet) the public part of a private JWK
 `;
 
 export async function keygenCommand(argv: string[]): Promise<number> {
@@ -30,7 +32,16 @@ export async function keygenCommand(argv: string[]): Promise<number> {
     const jwk = JSON.parse(await readFile(from, 'utf8')) as Record<string, unknown>;
     if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') throw new Error(`${from} is not an Ed25519 JWK`);
     const pub = { kty: 'OKP', crv: 'Ed25519', x: jwk.x };
-    await importAgentKey(pub); // validates x
+    if (typeof jwk.d === 'string') {
+      // The public key is the one d makes, not whatever x the file says.
+      const derived = createPublicKey(createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', d: jwk.d, x: jwk.x }, format: 'jwk' })).export({ format: 'jwk' });
+      if (derived.x !== jwk.x) throw new Error(`${from}: "x" is not the public key of "d" (it would be ${derived.x})`);
+    }
+    try {
+      await importAgentKey(pub); // the same vetting as policy load and registration
+    } catch (err) {
+      throw new Error(`${from}: ${(err as Error).message}`);
+    }
     process.stdout.write(`${JSON.stringify(pub)}\n`);
     process.stderr.write(`thumbprint ${await thumbprintOf(pub)}\n`);
     return 0;

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { JWK } from 'jose';
 import { request } from 'undici';
-import { createHostSigner } from '../identity/client.js';
+import { createHostSigner, registrationRequest } from '../identity/client.js';
 import { parseCommand, required, UsageError } from './args.js';
 
 const USAGE = `Usage: agents-chain register --host-key FILE --agent-key FILE --url URL --name NAME
@@ -9,12 +9,15 @@ const USAGE = `Usage: agents-chain register --host-key FILE --agent-key FILE --u
 
 Registers an agent with a sidecar as a trusted host: reads the service's
 discovery document (URL/.well-known/agent-configuration), mints a single-use
-host+jwt carrying the agent's public key, and calls the register endpoint.
+host+jwt carrying the agent's public key and, with the agent's private key, an
+agent-proof+jwt bound to that host token (proof that the host holds the agent
+key), and calls the register endpoint.
 Prints the answer (agent_id, host_id, status, agent_capability_grants).
 
 Options:
   --host-key FILE      the host's private JWK (keygen --host)
-  --agent-key FILE     the agent's JWK (private or public; only the public part is sent)
+  --agent-key FILE     the agent's private JWK (keygen); it signs the proof of
+                       possession, only the public part and the proof are sent
   --url URL            the sidecar's agent listener, e.g. http://billing:8080
   --name NAME          the agent's name
   --capability C       a capability to ask for, optionally narrowed:
@@ -32,7 +35,11 @@ export async function registerCommand(argv: string[]): Promise<number> {
   if (!args) return 0;
   const v = args.values as Record<string, string | string[] | undefined>;
   const hostKey = JSON.parse(await readFile(required(v['host-key'] as string, '--host-key', USAGE), 'utf8')) as JWK;
-  const agentKey = JSON.parse(await readFile(required(v['agent-key'] as string, '--agent-key', USAGE), 'utf8')) as JWK;
+  const agentKeyFile = required(v['agent-key'] as string, '--agent-key', USAGE);
+  const agentKey = JSON.parse(await readFile(agentKeyFile, 'utf8')) as JWK;
+  if (!agentKey.d) {
+    throw new UsageError(`${agentKeyFile} is a public key: registration needs the agent's private JWK, to sign the proof that the host holds it`);
+  }
   const base = required(v.url as string, '--url', USAGE).replace(/\/+$/, '');
   const name = required(v.name as string, '--name', USAGE);
   const capabilities = (v.capability as string[] | undefined)?.map((c) => {
@@ -51,11 +58,12 @@ export async function registerCommand(argv: string[]): Promise<number> {
   if (!config.issuer || !config.endpoints?.register) throw new Error('the discovery document has no issuer or register endpoint (does the policy list hosts?)');
 
   const host = await createHostSigner(hostKey);
-  const token = await host.sign(config.issuer, { agentPublicKey: agentKey });
+  const { token, body } = await registrationRequest(host, agentKey, config.issuer,
+    { name, mode: v.mode ?? 'autonomous', ...(v.reason ? { reason: v.reason } : {}), ...(capabilities ? { capabilities } : {}) });
   const res = await request(`${base}${config.endpoints.register}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name, mode: v.mode ?? 'autonomous', ...(v.reason ? { reason: v.reason } : {}), ...(capabilities ? { capabilities } : {}) }),
+    body: JSON.stringify(body),
   });
   const text = await res.body.text();
   (res.statusCode < 300 ? process.stdout : process.stderr).write(`${text}\n`);

@@ -6,7 +6,10 @@ import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile } from '../policy/load.js';
 import { watchPolicyFile } from '../policy/watch.js';
 import { DEFAULT_MAX_BODY_BYTES, parseHostPort, startSidecar } from '../proxy/server.js';
+import { adminStartupProblem } from '../proxy/admin.js';
 import type { RedisSettings } from '../redis/connect.js';
+import { DEFAULT_MAX_HEADERS } from '../proxy/headers.js';
+import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 import { parseCommand, required, UsageError } from './args.js';
 
 const USAGE = `Usage: agents-chain serve --policy FILE --upstream URL [options]
@@ -22,19 +25,28 @@ Options (each also read from the environment variable shown):
   --provider-key-file FILE  egress: the provider API key    AGENTS_CHAIN_PROVIDER_KEY (the key)
   --egress-allow-remote  egress: allow a non-loopback --listen (default listen 127.0.0.1:8080)
   --listen HOST:PORT   agent-facing listener [0.0.0.0:8080] AGENTS_CHAIN_LISTEN
-  --admin HOST:PORT    operator listener: /healthz, /readyz [0.0.0.0:9090]
+  --admin HOST:PORT    operator listener [0.0.0.0:9090]: /healthz, /readyz, /metrics
+                       open; everything else needs the admin token
                                                             AGENTS_CHAIN_ADMIN
   --token-header NAME  header carrying the agent token [authorization]
                                                             AGENTS_CHAIN_TOKEN_HEADER
   --max-body BYTES     request body limit [${DEFAULT_MAX_BODY_BYTES}]        AGENTS_CHAIN_MAX_BODY
+  --max-headers N      caller headers per request; more get 431 [${DEFAULT_MAX_HEADERS}]
+                                                            AGENTS_CHAIN_MAX_HEADERS
+  --max-query-params N query pairs per request; more get 400 [${DEFAULT_MAX_QUERY_PARAMS}]
+                                                            AGENTS_CHAIN_MAX_QUERY_PARAMS
   --replay-max-entries N  in-memory replay window bound, token ids
                        [40 % of the memory limit at 512 B each; 1000000]   AGENTS_CHAIN_REPLAY_MAX_ENTRIES
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
   --no-watch           do not watch the policy file (SIGHUP still reloads it)
   --shutdown-grace-ms N  on SIGTERM, how long calls in flight may take [15000];
                        the audit drain (--audit-drain-ms) follows
-  --admin-token-file FILE  bearer token for the approvals API on --admin
+  --admin-token-file FILE  bearer token for /stats, audit entries, agents and approvals
+                           on --admin (required when the policy has accessRequests)
                                                             AGENTS_CHAIN_ADMIN_TOKEN
+  --admin-insecure-no-token  no admin token: serve all of --admin, approvals included,
+                           to anyone who reaches it (local demos only)
+                                                            AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN=true
   --audit-key-file FILE    base64 32-byte AES key(s), one per line, current first;
                            turns the encrypted audit trail on   AGENTS_CHAIN_AUDIT_KEY (the key text)
   --audit-spool DIR        spool directory [memory]            AGENTS_CHAIN_AUDIT_SPOOL
@@ -73,10 +85,13 @@ export async function serveCommand(argv: string[]): Promise<number> {
     admin: { type: 'string' },
     'token-header': { type: 'string' },
     'max-body': { type: 'string' },
+    'max-headers': { type: 'string' },
+    'max-query-params': { type: 'string' },
     'replay-max-entries': { type: 'string' },
     'log-level': { type: 'string' },
     'admin-token-file': { type: 'string' },
     'admin-public-url': { type: 'string' },
+    'admin-insecure-no-token': { type: 'boolean' },
     'audit-key-file': { type: 'string' },
     'audit-spool': { type: 'string' },
     'audit-export': { type: 'string', multiple: true },
@@ -115,7 +130,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
   }
   const log = createLogger(level);
   const tokenFile = v['admin-token-file'];
-  const adminToken = tokenFile ? (await readFile(tokenFile, 'utf8')).trim() : env.AGENTS_CHAIN_ADMIN_TOKEN;
+  const adminToken = (tokenFile ? (await readFile(tokenFile, 'utf8')).trim() : env.AGENTS_CHAIN_ADMIN_TOKEN) || undefined;
+  const adminInsecureNoToken = v['admin-insecure-no-token'] === true || env.AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN === 'true';
 
   let policy;
   try {
@@ -127,6 +143,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     return 1;
   }
 
+  const adminProblem = adminStartupProblem({ adminToken, insecureNoToken: adminInsecureNoToken, approvals: Boolean(policy.accessRequests) });
+  if (adminProblem) throw new UsageError(`refusing to start: ${adminProblem}`);
   const upstream = upstreamFlag ?? policy.egress?.preset.baseUrl ?? required(undefined, '--upstream', USAGE);
   const egress = policy.egress ? await egressOptions(v as Record<string, string | undefined>, env) : undefined;
   // Egress: whoever reaches the listener calls the provider as the agent, so it stays on loopback unless asked.
@@ -145,9 +163,12 @@ export async function serveCommand(argv: string[]): Promise<number> {
     admin: v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090',
     tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
     maxBodyBytes,
+    maxHeaders: positive(v['max-headers'] ?? env.AGENTS_CHAIN_MAX_HEADERS, '--max-headers'),
+    maxQueryParams: positive(v['max-query-params'] ?? env.AGENTS_CHAIN_MAX_QUERY_PARAMS, '--max-query-params'),
     replayMaxEntries: positive(v['replay-max-entries'] ?? env.AGENTS_CHAIN_REPLAY_MAX_ENTRIES, '--replay-max-entries'),
     log,
-    adminToken: adminToken || undefined,
+    adminToken,
+    adminInsecureNoToken,
     adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
     metrics: { perAgent },
     egress,

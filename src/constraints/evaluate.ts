@@ -73,7 +73,7 @@ function checkRule(field: string, rule: ConstraintRule, arg: ArgumentValue): Con
   const out: ConstraintViolation[] = [];
   const actual = arg.present ? arg.value : undefined;
   const fail = (constraint: ConstraintViolation['constraint'], expected: unknown, message: string): void => {
-    out.push({ field, constraint, expected, actual: actual ?? null, message });
+    out.push(arg.present ? { field, constraint, expected, actual: actual ?? null, message } : { field, constraint, expected, actual: null, message, absent: true });
   };
   if (!arg.present) {
     for (const op of Object.keys(rule) as ConstraintViolation['constraint'][]) {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createLogger } from '../log.js';
@@ -10,11 +11,13 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const policyFile = `${root}config/examples/billing.yaml`;
 const listen = process.env.AGENTS_CHAIN_LISTEN ?? '127.0.0.1:8080';
 const admin = process.env.AGENTS_CHAIN_ADMIN ?? '127.0.0.1:9090';
+// Everything on the admin listener but the probes and /metrics needs a token: the demo makes one up.
+const adminToken = process.env.AGENTS_CHAIN_ADMIN_TOKEN || randomBytes(18).toString('base64url');
 
 const app = createDemoApp();
 await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
 const appUrl = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
-const sidecar = await startSidecar({ policy: await loadPolicyFile(policyFile), upstream: appUrl, listen, admin, log: createLogger('info') });
+const sidecar = await startSidecar({ policy: await loadPolicyFile(policyFile), upstream: appUrl, listen, admin, adminToken, log: createLogger('info') });
 
 const cli = `node ${root}dist/cli/main.js`;
 const key = `${root}config/examples/keys/billing-bot.private.jwk.json`;
@@ -35,6 +38,9 @@ Denied, token_missing:
 What the service offers (discovery), and the decisions so far (Prometheus metrics):
   curl -s ${sidecar.url}/.well-known/agent-configuration
   curl -s ${sidecar.adminUrl}/metrics | grep '^agents_chain_requests_total'
+
+The admin API (audit counters, registered agents) takes this run's admin token:
+  curl -s ${sidecar.adminUrl}/stats -H "Authorization: Bearer ${adminToken}"
 
 Ctrl-C stops the demo.
 `);

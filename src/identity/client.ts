@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { importJWK, SignJWT, type JWK } from 'jose';
 import { thumbprintOf } from './keys.js';
 
@@ -92,4 +92,49 @@ export async function createHostSigner(privateJwk: JWK): Promise<HostSigner> {
         .sign(key);
     },
   };
+}
+
+export const AGENT_PROOF_TYPE = 'agent-proof+jwt';
+
+/**
+ * The `ath` of an agent proof: base64url SHA-256 of the host token's ASCII
+ * text (RFC 9449 §4.2, DPoP's access-token hash), which binds the proof to
+ * exactly one single-use registration token.
+ */
+export function hostTokenHash(hostToken: string): string {
+  return createHash('sha256').update(hostToken, 'ascii').digest('base64url');
+}
+
+/**
+ * Proof of possession for POST /agent/register: a compact JWS signed by the
+ * agent's own key (typ agent-proof+jwt), `iss` its thumbprint, `aud` the
+ * service's issuer, `ath` the hash of the host token it accompanies, at most
+ * 60 s of lifetime. Sent as `agent_proof` in the registration body.
+ */
+export async function createAgentProof(agentPrivateJwk: JWK, opts: { hostToken: string; audience: string; now?: number; ttlSeconds?: number }): Promise<string> {
+  const { key, thumbprint } = await signingKey(agentPrivateJwk);
+  const iat = opts.now ?? Math.floor(Date.now() / 1000);
+  return new SignJWT({ ath: hostTokenHash(opts.hostToken) })
+    .setProtectedHeader({ alg: 'EdDSA', typ: AGENT_PROOF_TYPE })
+    .setIssuer(thumbprint)
+    .setAudience(opts.audience)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + (opts.ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS))
+    .setJti(randomUUID())
+    .sign(key);
+}
+
+/**
+ * Everything a host sends to register an agent whose private key it holds:
+ * the host token (carrying the agent's public key) and the body with the
+ * agent's proof bound to that token.
+ */
+export async function registrationRequest(
+  host: HostSigner,
+  agentPrivateJwk: JWK,
+  audience: string,
+  body: Record<string, unknown>,
+): Promise<{ token: string; body: Record<string, unknown> }> {
+  const token = await host.sign(audience, { agentPublicKey: agentPrivateJwk });
+  return { token, body: { ...body, agent_proof: await createAgentProof(agentPrivateJwk, { hostToken: token, audience }) } };
 }

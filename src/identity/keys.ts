@@ -1,13 +1,31 @@
 import type { VerificationKey } from '../policy/types.js';
 import { createPublicKey } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
+import { ed25519KeyProblem } from './ed25519.js';
 
-/** Imports an Ed25519 public JWK as a verification key (never accepts a private key). */
+/** A public key refused on import; `member` names the JWK member at fault (a policy error points at it). */
+export class AgentKeyError extends Error {
+  constructor(message: string, readonly member?: 'kty' | 'crv' | 'x' | 'd') {
+    super(message);
+    this.name = 'AgentKeyError';
+  }
+}
+
+/**
+ * Imports an Ed25519 public JWK as a verification key: the one place a public
+ * key enters (policy agents and hosts, registration, keygen --public-of). Never
+ * accepts a private key, and never a key anyone could forge signatures for
+ * (small order, non-canonical: see ed25519.ts).
+ */
 export async function importAgentKey(jwk: Record<string, unknown>): Promise<VerificationKey> {
-  if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') throw new Error('not an Ed25519 OKP key');
-  if ('d' in jwk) throw new Error('private key material ("d") given where a public key belongs');
+  if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') {
+    throw new AgentKeyError('not an Ed25519 OKP key', jwk.kty !== 'OKP' ? 'kty' : jwk.crv !== 'Ed25519' ? 'crv' : 'x');
+  }
+  if ('d' in jwk) throw new AgentKeyError('private key material ("d") given where a public key belongs', 'd');
   const x = Buffer.from(jwk.x, 'base64url');
-  if (x.length !== 32 || x.toString('base64url') !== jwk.x) throw new Error('"x" must be 32 bytes, base64url without padding');
+  if (x.length !== 32 || x.toString('base64url') !== jwk.x) throw new AgentKeyError('"x" must be 32 bytes, base64url without padding', 'x');
+  const problem = ed25519KeyProblem(x);
+  if (problem) throw new AgentKeyError(`"x" is not a safe Ed25519 public key: ${problem}; signatures could be forged for it without any private key`, 'x');
   return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' });
 }
 

@@ -38,6 +38,7 @@ export class SidecarMetrics {
   readonly upstream: Histogram<'capability'>;
   readonly tokenVerification: Histogram;
   readonly replayStoreErrors: Counter;
+  readonly replayStoreResets: Counter<'cause'>;
   readonly agentRequests?: Counter<'agent' | 'capability' | 'decision'>;
   readonly accessRequestsCreated: Counter<'capability'>;
   readonly accessRequestsResolved: Counter<'capability' | 'outcome'>;
@@ -62,6 +63,8 @@ export class SidecarMetrics {
     this.upstream = new Histogram({ name: 'agents_chain_upstream_duration_seconds', help: 'Time from forwarding a call to the app until its response was relayed.', labelNames: ['capability'], buckets: LATENCY_BUCKETS, registers: [r] });
     this.tokenVerification = new Histogram({ name: 'agents_chain_token_verification_seconds', help: 'Time to verify one agent token (steps 1-7: header, claims, Ed25519 signature, lifetime).', buckets: LATENCY_BUCKETS, registers: [r] });
     this.replayStoreErrors = new Counter({ name: 'agents_chain_replay_store_errors_total', help: 'Calls refused because the replay store could not be asked.', registers: [r] });
+    // Tokens refused for a reset are counted by agents_chain_denials_total{reason="replay_window_reset"}.
+    this.replayStoreResets = new Counter({ name: 'agents_chain_replay_store_resets_total', help: 'Times this sidecar found the shared replay store had lost token ids (marker_missing, epoch_changed, server_changed); older tokens are then refused for one window.', labelNames: ['cause'], registers: [r] });
     if (opts.perAgent) {
       this.agentRequests = new Counter({ name: 'agents_chain_agent_requests_total', help: `Calls by agent (opt-in; agents past the first ${opts.perAgent.maxAgents} are counted as "_other").`, labelNames: ['agent', 'capability', 'decision'], registers: [r] });
     }
@@ -97,6 +100,7 @@ export class SidecarMetrics {
     this.policyReloads.inc({ result: 'success' }, 0);
     this.policyReloads.inc({ result: 'failure' }, 0);
     this.replayStoreErrors.inc(0);
+    for (const cause of ['marker_missing', 'epoch_changed', 'server_changed']) this.replayStoreResets.inc({ cause }, 0);
     this.auditUnaudited.inc(0);
     this.auditDropped.inc(0);
     if (opts.processMetrics !== false) {

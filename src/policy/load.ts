@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { LineCounter, parseDocument } from 'yaml';
-import { importAgentKey, thumbprintOf } from '../identity/keys.js';
+import { AgentKeyError, importAgentKey, thumbprintOf } from '../identity/keys.js';
 import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/template.js';
 import { PolicyError, keyOf, locate, type PathPart, type PolicyIssue } from './issues.js';
 import { validateAgainstSchema } from './schema.js';
@@ -220,12 +220,16 @@ async function compile(raw: RawPolicy, file: string, text: string, at: At): Prom
   };
 }
 
-/** An agent's or host's public key, imported once; a malformed one is reported at its place in the file. */
+/**
+ * An agent's or host's public key, imported once; a malformed or unsafe one
+ * (small order, non-canonical) is reported at the member at fault.
+ */
 async function publicKeyAt(jwk: Record<string, string>, path: PathPart[], at: At): Promise<{ key: Agent['key']; thumbprint: string } | undefined> {
   try {
     return { key: await importAgentKey(jwk), thumbprint: await thumbprintOf(jwk) };
   } catch (err) {
-    at(path, `malformed Ed25519 public key: ${(err as Error).message}`);
+    const member = err instanceof AgentKeyError && err.member && err.member in jwk ? err.member : undefined;
+    at(member ? [...path, member] : path, `Ed25519 public key refused: ${(err as Error).message}`);
     return undefined;
   }
 }

@@ -6,7 +6,7 @@ import type { AuditTrail } from '../audit/trail.js';
 import type { SidecarMetrics } from '../metrics/metrics.js';
 import type { AgentRegistry } from '../registration/registry.js';
 import { agentView } from './registration.js';
-import { redact } from '../audit/redact.js';
+import { redactForReview } from '../audit/redact.js';
 import type { Logger } from '../log.js';
 import { readJsonObject, sendJson } from './respond.js';
 
@@ -14,8 +14,10 @@ export interface AdminOptions {
   /** Each readiness check by name: true when it passes. */
   readiness: () => Record<string, boolean>;
   approvals?: ApprovalService;
-  /** Bearer token for everything but the probes; without one the approvals API is closed. */
+  /** Bearer token for everything but the probes and /metrics; without one all of that is closed. */
   adminToken?: string;
+  /** No token, and everything open to whoever reaches the listener (--admin-insecure-no-token: local demos only). */
+  insecureNoToken?: boolean;
   log: Logger;
   audit?: AuditTrail;
   metrics?: SidecarMetrics;
@@ -30,12 +32,36 @@ const RESOLUTION_STATUS: Record<ResolutionError, number> = {
   not_found: 404, already_resolved: 409, invalid_code: 403, too_many_attempts: 429, invalid_scope: 400,
 };
 
+/** The flag (and its environment variable) that lets the admin API run without a token. */
+export const INSECURE_FLAG = '--admin-insecure-no-token';
+export const INSECURE_ENV = 'AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN';
+
 /**
- * The operator listener: probes without auth, the approvals API behind the
- * admin bearer token. It never shares a port with agents.
+ * Why the admin listener must not start as configured, or undefined. With
+ * approvals on, the admin API changes state (approve, deny, value grants):
+ * without a token nobody could approve, and opening it to whoever reaches the
+ * port (in a pod: anything on the pod network) needs the explicit flag.
+ */
+export function adminStartupProblem(o: { adminToken?: string; insecureNoToken?: boolean; approvals: boolean }): string | undefined {
+  if (o.adminToken && o.insecureNoToken) return `give an admin token or ${INSECURE_FLAG}, not both`;
+  if (o.approvals && !o.adminToken && !o.insecureNoToken) {
+    return 'the policy turns on human approval (accessRequests), whose admin API approves and denies calls: ' +
+      `set an admin token (AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file), or pass ${INSECURE_FLAG} (${INSECURE_ENV}=true) ` +
+      'to serve it to anyone who reaches the admin listener';
+  }
+  return undefined;
+}
+
+/**
+ * The operator listener. Open to whoever reaches it: /healthz, /readyz (the
+ * kubelet) and /metrics (Prometheus). Everything else (/stats, audit entries,
+ * registered agents, approvals) only with the admin bearer token; with no
+ * token configured it is closed (403 admin_disabled), unless insecureNoToken.
+ * It never shares a port with agents.
  */
 export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const expected = opts.adminToken ? digest(opts.adminToken) : undefined;
+  const open = !expected && opts.insecureNoToken === true;
   return (req, res) => {
     void route(req, res).catch((err: Error) => {
       opts.log.error('admin request failed', { error: err.message });
@@ -59,20 +85,22 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
       res.writeHead(200, { 'content-type': opts.metrics.contentType, 'content-length': Buffer.byteLength(text) });
       return void res.end(method === 'HEAD' ? undefined : text);
     }
+    // Past this point every endpoint needs the admin token: audit counters and entries, agents, approvals.
+    if (!open) {
+      if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: `set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to use ${method} ${path} on the admin listener` });
+      if (!authorized(req, expected)) {
+        opts.log.warn('admin call without a valid token', { method, path });
+        return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' }, { 'www-authenticate': 'Bearer realm="agents-chain-admin"' });
+      }
+    }
     if (path === '/stats' && method === 'GET') {
-      if (expected && !authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
       return sendJson(res, 200, opts.audit ? { audit: { ...opts.audit.stats, backlog: opts.audit.backlog } } : { audit: null });
     }
     if (path === '/stats/entries' && method === 'GET') {
-      // Decrypted entries only ever leave with the admin token.
-      if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to read audit entries' });
-      if (!authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
       const limit = Math.min(500, Math.max(1, Number(new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('limit') ?? 50) || 50));
       return sendJson(res, 200, { entries: opts.audit?.recentEntries(limit) ?? [] });
     }
     if (path === '/agents' || path.startsWith('/agents/')) {
-      if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to manage registered agents' });
-      if (!authorized(req, expected)) return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' });
       if (!opts.registry || !(opts.hasHosts?.() ?? true)) return sendJson(res, 404, { error: 'not_found', message: 'the policy lists no hosts: no agents can be registered' });
       if (path === '/agents' && method === 'GET') return sendJson(res, 200, { agents: (await opts.registry.list()).map(agentView) });
       const m = /^\/agents\/([^/]+)\/revoke$/.exec(path);
@@ -91,11 +119,6 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
       return sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
     }
     if (!path.startsWith('/approvals')) return sendJson(res, 404, { error: 'not_found', message: `no admin endpoint ${method} ${path}` });
-    if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: 'set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to use the approvals API' });
-    if (!authorized(req, expected)) {
-      opts.log.warn('admin call without a valid token', { method, path });
-      return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' }, { 'www-authenticate': 'Bearer realm="agents-chain-admin"' });
-    }
     const approvals = opts.approvals;
     if (!approvals) return sendJson(res, 404, { error: 'not_found', message: 'request_permission is not configured (constraintAware and accessRequests)' });
 
@@ -142,11 +165,12 @@ function authorized(req: IncomingMessage, expected: Buffer): boolean {
   return m !== null && timingSafeEqual(digest(m[1]!), expected);
 }
 
-/** What operators see of a request: never the code hash; args with secrets redacted. */
+/** What operators see of a request: never the code hash; args with secrets redacted, and which ones (`redacted`). */
 function view(r: AccessRequest): Record<string, unknown> {
+  const shown = redactForReview(r.args);
   return {
     id: r.id, state: r.state, agentId: r.agentId, agentName: r.agentName, capability: r.capability,
-    method: r.method, path: r.target, args: redact(r.args), reason: r.reason, violations: r.violations,
+    method: r.method, path: r.target, args: shown.value, redacted: shown.redacted, reason: r.reason, violations: r.violations,
     createdAt: new Date(r.createdAt).toISOString(), expiresAt: new Date(r.expiresAt).toISOString(),
     notified: r.notified, scope: r.scope, denyReason: r.denyReason,
     resolvedAt: r.resolvedAt === undefined ? undefined : new Date(r.resolvedAt).toISOString(),

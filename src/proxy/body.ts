@@ -75,3 +75,38 @@ export function checkJsonRepresentation(req: IncomingMessage): Denial | undefine
   }
   return undefined;
 }
+
+/**
+ * True when a JSON body carries a top-level "_method" key (any case, any
+ * escaping: "\u005fmethod" is the same key), which Laravel and Express's
+ * method-override (with a body getter) read as the real method. `parsed` is
+ * the body when the constrained path already parsed it. Cheap for the common
+ * body: only one that could hold such a key (an "_" followed by "method" in
+ * any case, or any "\u" escape) is parsed. A body that is not JSON to a
+ * lenient parser either carries no key an app could read.
+ */
+export function jsonMethodOverride(body: Buffer, parsed?: unknown): boolean {
+  if (parsed === undefined) {
+    if (!mayHoldMethodKey(body)) return false;
+    try {
+      parsed = JSON.parse(body.toString('utf8'));
+    } catch {
+      return false;
+    }
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return false;
+  return Object.keys(parsed).some((k) => k.toLowerCase() === '_method');
+}
+
+const METHOD = Buffer.from('method');
+
+function mayHoldMethodKey(body: Buffer): boolean {
+  if (body.indexOf('\\u') !== -1) return true;
+  for (let i = body.indexOf(0x5f); i !== -1; i = body.indexOf(0x5f, i + 1)) {
+    if (i + 7 > body.length) return false;
+    let same = true;
+    for (let j = 0; j < 6 && same; j++) same = (body[i + 1 + j]! | 0x20) === METHOD[j];
+    if (same) return true;
+  }
+  return false;
+}

@@ -1,20 +1,23 @@
 import { CREDENTIAL_HEADERS } from '../egress/presets.js';
+import { familyNames, forwardableName, inDroppedFamily } from './header-families.js';
 
 /**
  * Header hygiene between caller, sidecar and app. Identity reaches the app
  * only through headers the sidecar itself sets; anything a caller could use
- * to impersonate an agent, re-route, or change the method is dropped.
+ * to impersonate an agent, re-route, or change the method is dropped (the
+ * families are data, in header-families.ts).
  */
-const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization',
-  'te', 'trailer', 'transfer-encoding', 'upgrade',
-  // Node answers 100-continue itself; undici refuses to send Expect.
-  'expect',
-]);
+const HOP_BY_HOP = new Set(familyNames('hop-by-hop'));
 /** End-to-end headers a caller may not remove by naming them in Connection. */
 const NOT_DROPPABLE = new Set(['host', 'content-type', 'content-length', 'content-encoding', 'authorization', 'x-request-id']);
-const METHOD_OVERRIDES = new Set(['x-http-method-override', 'x-http-method', 'x-method-override']);
-const SIDECAR_OWNED = new Set(['forwarded', 'x-request-id', 'content-length']);
+
+/**
+ * Caller headers accepted by default. Apache httpd, gunicorn and Python's
+ * http.client refuse more than 100 header lines; the sidecar adds at most 8
+ * of its own (request id, identity, client address, length, the pool's
+ * Connection, Agent-Permission), so 90 keeps what it forwards under theirs.
+ */
+export const DEFAULT_MAX_HEADERS = 90;
 
 export interface Identity {
   agentId: string;
@@ -35,9 +38,11 @@ function connectionListed(raw: readonly string[]): Set<string> {
 }
 
 /**
- * Builds the upstream request's header list (flat name/value pairs, order
- * kept). `bodyLength` is set when the body was buffered; a streamed body keeps
- * the caller's Content-Length.
+ * Builds the upstream request's header list (flat name/value pairs). The
+ * sidecar's own headers come first, so an app that reads only its first N
+ * headers (Node's maxHeadersCount) still sees them; the caller's follow in
+ * order. `bodyLength` is set when the body was buffered; a streamed body
+ * keeps the caller's Content-Length.
  */
 export function upstreamRequestHeaders(
   raw: readonly string[],
@@ -47,31 +52,42 @@ export function upstreamRequestHeaders(
     credential?: [name: string, value: string];
     /** Egress pass-through: only the Host is dropped (the provider's own is used); the caller's headers go as sent. */
     dropHost?: boolean;
+    /** The caller's address as the sidecar's socket saw it, sent as X-Forwarded-For (ingress only). */
+    clientAddress?: string;
   },
 ): string[] {
   const listed = connectionListed(raw);
   const credential = opts.credential;
   const token = opts.tokenHeader?.toLowerCase();
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!;
-    const lower = name.toLowerCase();
-    // CGI-style servers read "X_Agent_Id" as X-Agent-Id: like nginx, never forward names with "_".
-    if (lower.includes('_')) continue;
-    if (HOP_BY_HOP.has(lower) || listed.has(lower) || METHOD_OVERRIDES.has(lower)) continue;
-    if (lower === token || lower.startsWith('x-agent-') || lower.startsWith('x-forwarded-')) continue;
-    if (credential && (lower === 'host' || CREDENTIAL_HEADERS.includes(lower) || lower === credential[0].toLowerCase())) continue;
-    if (opts.dropHost && lower === 'host') continue;
-    if (SIDECAR_OWNED.has(lower) && !(lower === 'content-length' && opts.bodyLength === undefined)) continue;
-    out.push(name, raw[i + 1]!);
-  }
-  if (opts.bodyLength !== undefined && opts.bodyLength > 0) out.push('content-length', String(opts.bodyLength));
-  out.push('x-request-id', opts.requestId);
-  if (credential) out.push(credential[0], credential[1]);
+  const out: string[] = ['x-request-id', opts.requestId];
   if (opts.identity) {
     out.push('x-agent-id', opts.identity.agentId, 'x-agent-name', opts.identity.agentName, 'x-agent-capability', opts.identity.capability);
   }
+  if (opts.clientAddress) out.push('x-forwarded-for', plainAddress(opts.clientAddress));
+  if (credential) out.push(credential[0], credential[1]);
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    // CGI-style servers read "X_Agent_Id" and "X-Agent.Id" as X-Agent-Id: like Apache httpd, only [A-Za-z0-9-] names pass.
+    if (!forwardableName(name)) continue;
+    const lower = name.toLowerCase();
+    if (inDroppedFamily(lower) || listed.has(lower) || lower === token) continue;
+    if (credential && (lower === 'host' || CREDENTIAL_HEADERS.includes(lower) || lower === credential[0].toLowerCase())) continue;
+    if (opts.dropHost && lower === 'host') continue;
+    if (lower === 'content-length' && opts.bodyLength !== undefined) continue;
+    out.push(name, raw[i + 1]!);
+  }
+  if (opts.bodyLength !== undefined && opts.bodyLength > 0) out.push('content-length', String(opts.bodyLength));
   return out;
+}
+
+/** "::ffff:10.1.2.3" (an IPv4 peer on a dual-stack socket) is 10.1.2.3. */
+function plainAddress(address: string): string {
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
+
+/** More caller headers than `max` are refused, not truncated (an app with a count limit drops the tail silently). */
+export function tooManyHeaders(raw: readonly string[], max: number): boolean {
+  return raw.length / 2 > max;
 }
 
 /** Drops hop-by-hop headers from the app's response. */

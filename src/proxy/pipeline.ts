@@ -12,7 +12,7 @@ import { upstreamRequestHeaders } from './headers.js';
 import { presentDenial } from './present.js';
 import { sendJson } from './respond.js';
 import {
-  applyValueApprovals, checkAuditAvailable, checkGrant, checkHostReplay, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
+  applyValueApprovals, checkAnyGrant, checkAuditAvailable, checkGrant, checkHostReplay, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
   ifTokenSent, readArguments, readBody, readToken, selectVariant, signAsAgent, verifyHost, verifyToken, type Call, type Deps, type Stage,
 } from './stages.js';
 
@@ -23,8 +23,8 @@ const ROUTING: Stage[] = [checkAuditAvailable, checkRequestShape, findRoute];
 const AUTHORIZATION: Stage[] = [
   readToken,           // Authorization: Bearer <agent+jwt>
   verifyToken,         // steps 1–7: typ, sub, iss, aud, signature, lifetime
-  checkReplay,         // step 8: jti unseen in the window
-  checkGrant,          // step 9: active grant
+  checkGrant,          // step 9: active grant (before step 8: an agent without one never fills the window)
+  checkReplay,         // step 8: jti unseen in the window, now spent
   readBody,            // bounded buffer: the bytes checked are the bytes sent
   readArguments,       // path, query or JSON body, strictly parsed
   evaluateArguments,   // step 9b: max, min, in, not_in, exact
@@ -41,8 +41,8 @@ const EGRESS_AUTHORIZATION: Stage[] = [
   selectVariant,       // message vs message.stream vs message.beta
   signAsAgent,         // the agent's key lives here, not in the agent's container
   verifyToken,         // steps 1–7, exactly as on ingress
+  checkGrant,          // step 9, before step 8 as on ingress
   checkReplay,         // step 8
-  checkGrant,          // step 9
   readArguments,
   evaluateArguments,   // step 9b: model, max_tokens, temperature, ...
   applyValueApprovals,
@@ -50,7 +50,7 @@ const EGRESS_AUTHORIZATION: Stage[] = [
 ];
 
 /** The sidecar's own endpoints, by who may call them: an agent token for the endpoint's audience, a host token, anyone. */
-const AGENT_AUTHENTICATION: Stage[] = [readToken, verifyToken, checkReplay];
+const AGENT_AUTHENTICATION: Stage[] = [readToken, verifyToken, checkAnyGrant, checkReplay];
 const ENDPOINT_AUTHENTICATION: Record<EndpointAuth, Stage[]> = {
   agent: AGENT_AUTHENTICATION,
   host: [readToken, verifyHost, checkHostReplay],
@@ -143,6 +143,8 @@ function forward(call: Call, res: ServerResponse, deps: PipelineDeps) {
     credential: isCapability ? egress?.credential : undefined,
     dropHost: egress !== undefined && !isCapability,
     identity,
+    // The app's client address is the sidecar's peer (the caller's own headers for it are dropped); egress tells the provider nothing.
+    clientAddress: egress ? undefined : req.socket.remoteAddress,
     requestId: call.requestId,
     bodyLength: call.body?.length,
   });

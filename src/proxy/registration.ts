@@ -1,11 +1,12 @@
 import type { ServerResponse } from 'node:http';
 import { deny, type Denial } from '../errors.js';
 import { thumbprintOf, importAgentKey } from '../identity/keys.js';
-import { grantKey, type Grant } from '../policy/types.js';
+import { grantKey, type Grant, type VerificationKey } from '../policy/types.js';
+import { verifyAgentProof } from '../registration/agent-proof.js';
 import { discoveryDocument } from '../registration/discovery.js';
 import { deriveGrants } from '../registration/grants.js';
 import type { RegisteredAgent } from '../registration/registry.js';
-import { readJsonObject, sendJson } from './respond.js';
+import { readStrictJsonObject, sendJson } from './respond.js';
 import type { Call, Deps } from './stages.js';
 
 type Refuse = (d: Denial) => void;
@@ -51,28 +52,28 @@ function grantView(g: Grant | undefined, now: number) {
 }
 
 /**
- * POST /agent/register (host token carrying agent_public_key): the agent id
- * is derived from the key, so registering one key twice is idempotent; grants
- * are the host's defaults narrowed by the request.
+ * POST /agent/register (host token carrying agent_public_key, body with the
+ * agent's proof of possession): the key must be a safe Ed25519 key, the proof
+ * signed by it and bound to this host token; the agent id is derived from the
+ * key, so registering one key twice is idempotent; grants are the host's
+ * defaults narrowed by the request.
  */
 export async function register(call: Call, res: ServerResponse, deps: Deps, refuse: Refuse): Promise<void> {
   const { host, claims } = call.host!;
   const registry = deps.registered!.registry;
-  let body: Record<string, unknown> | undefined;
-  try {
-    body = await readJsonObject(call.req);
-  } catch (err) {
-    return refuse(deny('invalid_body', `registration needs a JSON object {name, capabilities?, mode?, reason?}: ${(err as Error).message}`));
-  }
-  if (!body) return refuse(deny('invalid_body', 'registration needs a JSON object {name, capabilities?, mode?, reason?}'));
+  const body = await readStrictJsonObject(call.req);
+  if (typeof body === 'string') return refuse(deny('invalid_body', `registration needs a JSON object {name, agent_proof, capabilities?, mode?, reason?}: ${body}`));
   if (!claims.agent_public_key) return refuse(deny('token_invalid', 'a registration token carries the new agent\'s key as agent_public_key'));
   let thumbprint: string;
+  let key: VerificationKey;
   try {
-    await importAgentKey(claims.agent_public_key);
+    key = await importAgentKey(claims.agent_public_key);
     thumbprint = await thumbprintOf(claims.agent_public_key);
   } catch (err) {
-    return refuse(deny('token_invalid', `agent_public_key is not an Ed25519 public JWK: ${(err as Error).message}`));
+    return refuse(deny('invalid_agent_key', `agent_public_key is refused: ${(err as Error).message}`));
   }
+  const unproven = verifyAgentProof(body.agent_proof, { key, thumbprint }, call.token!, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
+  if (unproven) return refuse(unproven);
   if (typeof body.name !== 'string' || !NAME.test(body.name)) return refuse(deny('invalid_body', 'name must be 1 to 128 printable ASCII characters'));
   const mode = body.mode ?? 'autonomous';
   if (mode !== 'delegated' && mode !== 'autonomous') return refuse(deny('invalid_body', 'mode must be delegated or autonomous'));
@@ -109,13 +110,9 @@ export async function agentStatus(call: Call, res: ServerResponse, deps: Deps, r
 
 /** POST /agent/revoke {agent_id}: the owning host revokes; the next call of that agent on any replica is refused. */
 export async function revoke(call: Call, res: ServerResponse, deps: Deps, refuse: Refuse): Promise<void> {
-  let body: Record<string, unknown> | undefined;
-  try {
-    body = await readJsonObject(call.req);
-  } catch {
-    body = undefined;
-  }
-  const id = body?.agent_id;
+  const body = await readStrictJsonObject(call.req);
+  if (typeof body === 'string') return refuse(deny('invalid_body', `revoke needs a JSON object {agent_id}: ${body}`));
+  const id = body.agent_id;
   if (typeof id !== 'string') return refuse(deny('invalid_body', 'revoke needs a JSON object {agent_id}'));
   const registry = deps.registered!.registry;
   const agent = await registry.get(id);

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, maxHeaderSize, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { silentNotifier, WebhookNotifier, type Notifier } from '../approvals/notifier.js';
 import { ApprovalService, type ApprovalEvent, type Executor } from '../approvals/service.js';
@@ -7,6 +7,7 @@ import { newEntryId, type AuditEntry } from '../audit/entry.js';
 import { MemoryAccessRequestStore, type AccessRequestStore } from '../approvals/store.js';
 import { MemoryReplayStore, replayCapacity, type ReplayStore } from '../auth/replay.js';
 import { RedisReplayStore } from '../auth/replay-redis.js';
+import { REPLAY_WINDOW_SECONDS } from '../auth/verify.js';
 import { RedisAccessRequestStore } from '../approvals/store-redis.js';
 import { connectRedis, redisReady, type RedisSettings } from '../redis/connect.js';
 import type { JWK } from 'jose';
@@ -18,13 +19,14 @@ import { createLogger, type Logger } from '../log.js';
 import type { Policy } from '../policy/types.js';
 import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile, loadPolicyText } from '../policy/load.js';
-import { adminHandler } from './admin.js';
+import { adminHandler, adminStartupProblem, INSECURE_FLAG } from './admin.js';
 import { Upstream } from './forward.js';
 import { AuditTrail, type AuditObserver, type AuditTrailOptions } from '../audit/trail.js';
 import { SidecarMetrics, type MetricsOptions } from '../metrics/metrics.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { isDenial } from '../errors.js';
-import { upstreamRequestHeaders } from './headers.js';
+import { DEFAULT_MAX_HEADERS, upstreamRequestHeaders } from './headers.js';
+import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 import { handleCall, type PipelineDeps } from './pipeline.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -39,13 +41,19 @@ export interface SidecarOptions {
   admin?: string;
   tokenHeader?: string;
   maxBodyBytes?: number;
+  /** Caller headers accepted; more are refused with 431 too_many_headers [90]. */
+  maxHeaders?: number;
+  /** Query pairs accepted; more are refused with 400 too_many_query_parameters [256]. */
+  maxQueryParams?: number;
   replay?: ReplayStore;
   /** Bound of the in-process replay window (ids); derived from the memory limit when absent. */
   replayMaxEntries?: number;
   log?: Logger;
   now?: () => number;
-  /** Bearer token for the approvals API on the admin listener. */
+  /** Bearer token for the admin listener (everything but /healthz, /readyz, /metrics). */
   adminToken?: string;
+  /** Serve the admin API without a token to whoever reaches it (--admin-insecure-no-token). */
+  adminInsecureNoToken?: boolean;
   accessRequestStore?: AccessRequestStore;
   /** Overrides the policy's webhook (tests, embedding). */
   notifier?: Notifier;
@@ -92,10 +100,13 @@ export function parseHostPort(s: string, flag: string): { host: string; port: nu
 
 export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const log = opts.log ?? createLogger();
+  const adminProblem = adminStartupProblem({ adminToken: opts.adminToken, insecureNoToken: opts.adminInsecureNoToken, approvals: Boolean(opts.policy.accessRequests) });
+  if (adminProblem) throw new Error(adminProblem);
+  if (opts.adminInsecureNoToken) log.warn('admin API open without a token: anyone who reaches the admin listener reads audit entries and approves calls', { flag: INSECURE_FLAG });
   const upstream = new Upstream(opts.upstream, 128, opts.policy.egress ? 600_000 : 60_000);
   const now = opts.now ?? Date.now;
   const metrics = new SidecarMetrics(opts.metrics);
-  const shared = opts.redis ? sharedStores(opts.redis, log) : undefined;
+  const shared = opts.redis ? sharedStores(opts.redis, log, metrics, now) : undefined;
   metrics.policyLoaded(opts.policy.hash, now());
   const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log, observer: auditObserver(metrics) }) : undefined;
   await audit?.start();
@@ -124,6 +135,8 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     replay: opts.replay ?? shared?.replay ?? memoryReplayStore(opts.replayMaxEntries, log, now),
     tokenHeader: opts.tokenHeader ?? 'authorization',
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    maxHeaders: opts.maxHeaders ?? DEFAULT_MAX_HEADERS,
+    maxQueryParams: opts.maxQueryParams ?? DEFAULT_MAX_QUERY_PARAMS,
     now,
     upstream,
     log,
@@ -145,6 +158,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     inFlight.add(call);
     void call.finally(() => inFlight.delete(call));
   });
+  // Node keeps only the first maxHeadersCount headers and drops the rest unseen: one more than the limit lets
+  // checkRequestShape see that there were too many and refuse (431) instead of judging a truncated request.
+  data.maxHeadersCount = deps.maxHeaders! + 1;
   data.keepAliveTimeout = 65_000;
   // A caller gets 10 s to send its headers and 30 s for the whole request (slow-body callers are cut off).
   data.headersTimeout = 10_000;
@@ -153,10 +169,15 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     // Requests Node's parser refuses still get the JSON error shape.
     if (!socket.writable || (err as { code?: string }).code === 'ECONNRESET') return void socket.destroy();
     const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    // Node's parser caps the header block at --max-http-header-size (16 KiB): too many headers as well.
+    const overflow = err.code === 'HPE_HEADER_OVERFLOW';
     const body = JSON.stringify(timeout
       ? { error: 'request_timeout', message: 'the request was not received in time' }
-      : { error: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'parse error'})` });
-    socket.end(`HTTP/1.1 ${timeout ? '408 Request Timeout' : '400 Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      : overflow
+        ? { error: 'too_many_headers', message: `the request headers exceed ${maxHeaderSize} bytes` }
+        : { error: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'parse error'})` });
+    const statusLine = timeout ? '408 Request Timeout' : overflow ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    socket.end(`HTTP/1.1 ${statusLine}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
   // Readiness: the policy was loaded (startup refuses otherwise), both listeners are up, the audit spool takes entries.
   const readiness = () => ({
@@ -164,7 +185,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     ...(audit ? { auditSpool: audit.available } : {}),
     ...(shared ? { redis: redisReady(shared.client) } : {}),
   });
-  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, log, audit, metrics, registry: deps.registered?.registry, hasHosts: () => current.policy.hosts.size > 0, now }));
+  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, insecureNoToken: opts.adminInsecureNoToken, log, audit, metrics, registry: deps.registered?.registry, hasHosts: () => current.policy.hosts.size > 0, now }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));
@@ -265,12 +286,17 @@ async function egressIdentity(opts: SidecarOptions): Promise<{ signer: AgentSign
 }
 
 /** One command connection (auto-pipelined) and one subscriber, shared by the Redis-backed stores. */
-function sharedStores(settings: RedisSettings, log: Logger) {
+function sharedStores(settings: RedisSettings, log: Logger, metrics: SidecarMetrics, now: () => number) {
   const client = connectRedis(settings, log);
   const subscriber = connectRedis(settings, log, 'subscriber');
+  const cluster = (settings.cluster?.length ?? 0) > 0;
   return {
     client,
-    replay: new RedisReplayStore(client, settings.prefix),
+    // One namespace for token ids on this Redis, whatever the prefix; a Cluster spreads it over 16 hash tags.
+    replay: new RedisReplayStore(client, {
+      log, now, windowMs: REPLAY_WINDOW_SECONDS * 1000, slotGroups: cluster ? 16 : 1, watchServer: !cluster,
+      onReset: (cause) => metrics.replayStoreResets.inc({ cause }),
+    }),
     accessRequests: new RedisAccessRequestStore(client, subscriber, settings.prefix),
     async close() {
       client.disconnect();

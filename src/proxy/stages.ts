@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { extractToken, tokenSent } from '../auth/extract.js';
 import { findActiveGrant } from '../auth/grant.js';
-import { ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js';
+import { refusedByReset, replayKey, ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js';
 import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type VerifiedToken } from '../auth/verify.js';
 import type { AgentSigner } from '../identity/client.js';
 import type { RegisteredAgents } from '../registration/directory.js';
@@ -15,10 +15,10 @@ import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
 import type { Capability, Grant, Policy, Route } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
-import { checkQueryShape, queryNames, readConstrainedQuery } from '../routing/query.js';
+import { checkQueryShape, keyReadAs, overridesMethod, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget, type RequestTarget } from '../routing/target.js';
-import { checkJsonRepresentation, hasBody, readBodyLimited } from './body.js';
-import { repeatedSingleton } from './headers.js';
+import { checkJsonRepresentation, hasBody, jsonMethodOverride, readBodyLimited } from './body.js';
+import { DEFAULT_MAX_HEADERS, repeatedSingleton, tooManyHeaders } from './headers.js';
 
 /** What a stage needs from outside the request: configuration and the stores. */
 export interface Deps {
@@ -26,6 +26,10 @@ export interface Deps {
   replay: ReplayStore;
   tokenHeader: string;
   maxBodyBytes: number;
+  /** Caller headers accepted (--max-headers); more are refused with 431 [DEFAULT_MAX_HEADERS]. */
+  maxHeaders?: number;
+  /** Query pairs accepted (--max-query-params) [DEFAULT_MAX_QUERY_PARAMS]. */
+  maxQueryParams?: number;
   now: () => number;
   /** Present when request_permission is configured. */
   approvals?: ApprovalService;
@@ -83,13 +87,16 @@ export const checkAuditAvailable: Stage = (_call, deps) => {
   return deny('audit_unavailable', 'the audit trail cannot record this call right now; retry later');
 };
 
-export const checkRequestShape: Stage = (call) => {
+export const checkRequestShape: Stage = (call, deps) => {
+  // First: past the limit, an app that reads only its first N headers would miss what the sidecar adds or checked.
+  const maxHeaders = deps.maxHeaders ?? DEFAULT_MAX_HEADERS;
+  if (tooManyHeaders(call.req.rawHeaders, maxHeaders)) return deny('too_many_headers', `the request has more than ${maxHeaders} headers`);
   const target = parseTarget(call.req.url);
   if (isDenial(target)) return target;
   call.target = target;
   const repeated = repeatedSingleton(call.req.rawHeaders);
   if (repeated) return deny('invalid_header', `header "${repeated}" appears more than once`);
-  return checkQueryShape(target.query);
+  return checkQueryShape(target.query, deps.maxQueryParams);
 };
 
 /** Egress paths that are in no preset table, with `unmapped: pass`: forwarded (with the provider key) unchecked, but audited. */
@@ -132,16 +139,28 @@ function agentDirectory(deps: Deps): AgentDirectory {
   return { get: (id) => deps.policy.agents.get(id) ?? deps.registered?.get(id, deps.policy) };
 }
 
-/** Step 8: the token id is unseen in the replay window (and is now spent). */
+/**
+ * Step 8: the token id is unseen in the replay window (and is now spent).
+ * Keyed by the agent key's thumbprint (iss), not the policy-local agent id:
+ * one id is spent once for every sidecar sharing the store. Runs after
+ * step 9, so an agent without a grant never takes room in the window.
+ */
 export const checkReplay: Stage = (call, deps) => {
-  const { agent, claims } = call.verified!;
-  return spend(deps, `${agent.id}\u0000${claims.jti}`, claims.jti);
+  const { claims } = call.verified!;
+  return spend(deps, replayKey('agent', claims.iss, claims.jti), claims.jti, claims.iat);
 };
 
-async function spend(deps: Deps, key: string, jti: string): Promise<Denial | undefined> {
+async function spend(deps: Deps, key: string, jti: string, iat: number): Promise<Denial | undefined> {
+  const windowMs = REPLAY_WINDOW_SECONDS * 1000;
+  // A store that lost its ids: a token from before the loss may have been used already (checked again after the claim, which may find the loss).
+  const reset = () => refusedByReset(deps.replay.lastReset?.(), iat, deps.now(), windowMs)
+    ? deny('replay_window_reset', `token ${jti} was issued before the replay store lost its data; send a fresh token`)
+    : undefined;
   try {
-    const fresh = await deps.replay.claim(key, REPLAY_WINDOW_SECONDS * 1000);
-    return fresh ? undefined : deny('token_replayed', `token ${jti} was already used`);
+    const before = reset();
+    if (before) return before;
+    const fresh = await deps.replay.claim(key, windowMs);
+    return fresh ? reset() : deny('token_replayed', `token ${jti} was already used`);
   } catch (err) {
     if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);
     return deny('replay_store_unavailable', `replay store failed: ${(err as Error).message}`);
@@ -158,8 +177,8 @@ export const verifyHost: Stage = (call, deps) => {
 
 /** A host token is single-use too: its jti is spent in the same replay window. */
 export const checkHostReplay: Stage = (call, deps) => {
-  const { host, claims } = call.host!;
-  return spend(deps, `host\u0000${host.id}\u0000${claims.jti}`, claims.jti);
+  const { claims } = call.host!;
+  return spend(deps, replayKey('host', claims.iss, claims.jti), claims.jti, claims.iat);
 };
 
 /** Runs `stages` only when the caller sent a token (endpoints that answer anyone, and say more to a known agent). */
@@ -190,7 +209,29 @@ export const checkGrant: Stage = (call, deps) => {
   return undefined;
 };
 
-/** Buffers the body (bounded) so the bytes checked are the bytes forwarded. */
+/**
+ * The sidecar's own agent endpoints (capability list with a token, constraint
+ * context, request_permission) need no grant for a capability, yet spend a
+ * jti: only an agent holding at least one active grant may spend one there,
+ * so an agent without grants cannot fill the replay window (step 9's rule,
+ * widened to "any capability"). It can still list capabilities without a token.
+ */
+export const checkAnyGrant: Stage = (call, deps) => {
+  const agent = call.verified!.agent;
+  const grants = agent.grants ?? deps.policy.grants;
+  const now = deps.now();
+  for (const name of deps.policy.capabilities.keys()) {
+    if (!isDenial(findActiveGrant(grants, agent.id, name, now))) return undefined;
+  }
+  return deny('capability_denied', `agent "${agent.id}" holds no active grant; the sidecar's agent endpoints answer only agents with one (GET /capability/list answers without a token)`);
+};
+
+/**
+ * Buffers the body (bounded) so the bytes checked are the bytes forwarded.
+ * A body that overrides the method ("_method" in a form or JSON body) is
+ * refused on every route that has one, public ones included: the app would
+ * route it as another method, one the policy may guard with a token.
+ */
 export const readBody: Stage = async (call, deps) => {
   if (!hasBody(call.req)) return undefined;
   const route = call.route!;
@@ -198,6 +239,9 @@ export const readBody: Stage = async (call, deps) => {
   const body = await readBodyLimited(call.req, limit);
   if (isDenial(body)) return body;
   call.body = body;
+  if (isForm(call.req) ? overridesMethod(body.toString('latin1')) : jsonMethodOverride(body)) {
+    return deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
+  }
   return undefined;
 };
 
@@ -251,15 +295,12 @@ export const readArguments: Stage = (call, deps) => {
   const query = readConstrainedQuery(call.target!.query, plan.query);
   if (isDenial(query)) return query;
   call.query = query;
-  if (isForm(call.req) && call.body && [...queryNames(call.body.toString('latin1'))].some((n) => n.toLowerCase() === '_method')) {
-    return deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
-  }
   // An app may read a body field before the query one: a checked query needs an empty body.
   if (plan.query.size > 0 && call.body && call.body.length > 0) {
     return deny('invalid_body', `${call.route!.method} with constrained query parameters must not carry a body`);
   }
   if (!plan.body) return undefined;
-  const inQuery = [...queryNames(call.target!.query)].find((n) => plan.bodyRoots.has(n));
+  const inQuery = keyReadAs(call.target!.query, plan.bodyRoots);
   if (inQuery) return deny('invalid_query', `"${inQuery}" is a constrained body field; it must not also be sent in the query`);
   if (!call.body || call.body.length === 0) return undefined; // every rule will report the field absent
   const media = checkJsonRepresentation(call.req);

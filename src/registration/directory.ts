@@ -24,10 +24,15 @@ export class RegisteredAgents {
     return host ? this.toAgent({ ...r, grants: currentGrants(host, r.grants) }) : undefined;
   }
 
-  private async toAgent(r: RegisteredAgent): Promise<Agent> {
+  private async toAgent(r: RegisteredAgent): Promise<Agent | undefined> {
     let key = this.keys.get(r.thumbprint);
     if (!key) {
-      key = await importAgentKey(r.publicKey);
+      try {
+        key = await importAgentKey(r.publicKey);
+      } catch {
+        // Recorded before keys were vetted (small order, non-canonical): such an agent is unknown, never forgeable.
+        return undefined;
+      }
       if (this.keys.size >= 10_000) this.keys.clear();
       this.keys.set(r.thumbprint, key);
     }

@@ -1,5 +1,12 @@
 import { deny, type Denial } from '../errors.js';
 
+/**
+ * Query pairs read by default: well under the 1000 at which Node's
+ * querystring, qs (Express) and PHP (max_input_vars) stop reading, so no
+ * pair the sidecar checks is one the app never sees.
+ */
+export const DEFAULT_MAX_QUERY_PARAMS = 256;
+
 /** Decodes one application/x-www-form-urlencoded component ("+" is a space). */
 function decodeComponent(s: string): string | undefined {
   try {
@@ -10,10 +17,53 @@ function decodeComponent(s: string): string | undefined {
 }
 
 /**
+ * The top-level name PHP registers for a decoded key (main/php_variables.c,
+ * checked against php 8.2's own server): the name ends at a NUL, leading
+ * spaces are skipped, " " and "." become "_", and a "[" with no "]" after it
+ * becomes "_" too, with every " ", "." and "[" after it ("per.page",
+ * "per page", "per[page", " per_page", "per_page\0x" are all "per_page";
+ * ".method" is "_method"). An empty name is dropped (undefined).
+ */
+export function phpName(key: string): string | undefined {
+  const nul = key.indexOf('\0');
+  let name = (nul === -1 ? key : key.slice(0, nul)).replace(/^ +/, '');
+  const open = name.indexOf('[');
+  const base = (open === -1 ? name : name.slice(0, open)).replace(/[ .]/g, '_');
+  if (base === '') return undefined;
+  if (open === -1) return base;
+  const rest = name.slice(open + 1);
+  if (rest.includes(']')) return base; // an array: base is the top-level name
+  name = `${base}_${rest.replace(/[ .[]/g, '_')}`;
+  return name;
+}
+
+/**
+ * Every top-level name some framework reads a decoded key as, lower-cased
+ * (some match names without case): the key itself; brackets folded ("a[]",
+ * "a[0]" are "a"; "a[b]" is "a.b"; "[a]" is "a", as qs reads it); the part
+ * before the first "["; and PHP's mangled name.
+ */
+export function nameReadings(key: string): Set<string> {
+  const out = new Set<string>([key.toLowerCase()]);
+  // Most keys: nothing any framework folds, mangles or cuts.
+  if (!/[[ .\0]/.test(key)) return out;
+  const folded = key.replace(/\[([^\]]*)\]/g, (_, inner: string) => (inner === '' || /^\d+$/.test(inner) ? '' : `.${inner}`)).toLowerCase();
+  out.add(folded);
+  // qs reads a leading "[limit]" (or "[limit][]") as "limit".
+  if (folded.startsWith('.')) out.add(folded.slice(1));
+  const b = key.indexOf('[');
+  if (b > 0) out.add(key.slice(0, b).toLowerCase());
+  const php = phpName(key);
+  if (php !== undefined) out.add(php.toLowerCase());
+  return out;
+}
+
+/**
  * Reads the query parameters a rule constrains. Every key is decoded before
  * comparison (so "am%6Funt" is "amount"); a constrained key sent twice, or
- * in a bracketed form a framework would fold into it ("amount[]",
- * "amount[0]"), is refused: apps disagree on which copy wins.
+ * in any form a framework would read as it (see nameReadings: "amount[]",
+ * "[amount]", PHP's "per.page" for "per_page"), is refused: apps disagree on
+ * which copy wins.
  */
 export function readConstrainedQuery(
   query: string | undefined,
@@ -21,20 +71,24 @@ export function readConstrainedQuery(
 ): Map<string, string> | Denial {
   const out = new Map<string, string>();
   if (!query || names.size === 0) return out;
-  const lowered = new Map([...names].map((n) => [n.toLowerCase(), n]));
+  // Each constrained name under every reading an app could give it (PHP reads "per.page" as "per_page").
+  const readings = new Map<string, string>();
+  for (const n of names) for (const r of nameReadings(n)) if (!readings.has(r)) readings.set(r, n);
   for (const pair of query.split('&')) {
     if (pair === '') continue;
     const eq = pair.indexOf('=');
     const rawKey = eq === -1 ? pair : pair.slice(0, eq);
     const key = decodeComponent(rawKey);
     if (key === undefined) return deny('invalid_query', 'query has a malformed percent-encoding');
-    // "a[b]", "a[]" and "A.B" are how various frameworks spell or fold "a.b".
-    const canonical = key.replace(/\[([^\]]*)\]/g, (_, inner: string) => (inner === '' || /^\d+$/.test(inner) ? '' : `.${inner}`)).toLowerCase();
-    const target = lowered.get(canonical) ?? lowered.get(key.split('[')[0]!.toLowerCase());
-    if (target !== undefined && key !== target) {
-      return deny('invalid_query', `query parameter "${key}" is another spelling of the constrained "${target}"; send it once, as "${target}"`);
+    if (!names.has(key)) {
+      for (const r of nameReadings(key)) {
+        const target = readings.get(r);
+        if (target !== undefined) {
+          return deny('invalid_query', `query parameter "${printable(key)}" is another spelling of the constrained "${target}"; send it once, as "${target}"`);
+        }
+      }
+      continue;
     }
-    if (!names.has(key)) continue;
     if (out.has(key)) return deny('invalid_query', `query parameter "${key}" is repeated`);
     const value = decodeComponent(eq === -1 ? '' : pair.slice(eq + 1));
     if (value === undefined) return deny('invalid_query', 'query has a malformed percent-encoding');
@@ -44,17 +98,52 @@ export function readConstrainedQuery(
 }
 
 /**
- * Refuses what makes a query read differently by different servers: raw ";"
+ * Refuses what makes a query read differently by different servers: more
+ * pairs than `maxPairs` (parsers that stop early never see the rest), raw ";"
  * (a separator for some), and the "_method" override (Laravel, Symfony,
- * method-override) that would turn the checked method into another.
+ * method-override) under any spelling a framework reads as it (".method" in PHP).
  */
-export function checkQueryShape(query: string | undefined): Denial | undefined {
+export function checkQueryShape(query: string | undefined, maxPairs = DEFAULT_MAX_QUERY_PARAMS): Denial | undefined {
   if (!query) return undefined;
+  const pairs = countPairs(query);
+  if (pairs > maxPairs) {
+    return deny('too_many_query_parameters', `the query has ${pairs} parameters; at most ${maxPairs} are accepted (some apps stop reading at 1000 and would miss the rest)`);
+  }
   if (query.includes(';')) return deny('invalid_query', 'query must not contain a raw ";" (some servers split on it); encode it as %3B');
-  for (const name of queryNames(query)) {
-    if (name.toLowerCase() === '_method') return deny('invalid_query', 'the "_method" override is not accepted; use the real HTTP method');
+  if (overridesMethod(query)) return deny('invalid_query', 'the "_method" override is not accepted; use the real HTTP method');
+  return undefined;
+}
+
+/** True when some pair of an urlencoded string (a query or a form body) is read as "_method" by some framework. */
+export function overridesMethod(encoded: string): boolean {
+  // Cheap first: the name needs "method" in it, plainly or percent-encoded.
+  if (!/method/i.test(encoded) && !encoded.includes('%')) return false;
+  for (const pair of encoded.split('&')) {
+    const eq = pair.indexOf('=');
+    const key = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
+    if (key !== undefined && /method/i.test(key) && nameReadings(key).has('_method')) return true;
+  }
+  return false;
+}
+
+/** The first query key that some framework reads as one of `names` (any case), e.g. a constrained body field sent in the query too. */
+export function keyReadAs(query: string | undefined, names: ReadonlySet<string>): string | undefined {
+  if (!query || names.size === 0) return undefined;
+  const lowered = new Set([...names].map((n) => n.toLowerCase()));
+  for (const pair of query.split('&')) {
+    const eq = pair.indexOf('=');
+    const key = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
+    if (key === undefined) continue;
+    for (const r of nameReadings(key)) if (lowered.has(r)) return printable(key);
   }
   return undefined;
+}
+
+/** Pairs as Node's querystring and qs count them: every "&"-separated piece, empty ones included. */
+function countPairs(query: string): number {
+  let n = 1;
+  for (let i = query.indexOf('&'); i !== -1; i = query.indexOf('&', i + 1)) n++;
+  return n;
 }
 
 /** Top-level names present in a query (decoded, brackets stripped). */
@@ -69,4 +158,9 @@ export function queryNames(query: string | undefined): Set<string> {
     out.add(b === -1 ? key : key.slice(0, b));
   }
   return out;
+}
+
+function printable(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

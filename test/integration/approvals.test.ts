@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import type { TestAgent } from '../support/fixture.js';
 import { ADMIN_TOKEN, startApprovalEnv, type ApprovalEnv } from '../support/approvals.js';
+import { REDIS_URL, testPrefix } from '../support/redis.js';
+import { until } from '../support/until.js';
+import type { SidecarOptions } from '../../src/proxy/server.js';
 
 interface Reply { status: number; headers: Record<string, unknown>; json: any }
 
@@ -321,5 +324,91 @@ describe('accessRequests.ttl bounds', () => {
     const { testAgent } = await import('../support/fixture.js');
     const text = smsPolicy([await testAgent('a')], { ttl: '25d', webhookUrl: 'http://127.0.0.1:9/x' });
     await expect(loadPolicyText(text, 'p.yaml')).rejects.toThrow(/accessRequests\.ttl: must be at most 24h/);
+  });
+});
+
+const stores: [string, () => SidecarOptions['redis']][] = [
+  ['memory', () => undefined],
+  ['Redis', () => ({ url: REDIS_URL, prefix: testPrefix('absent-null') })],
+];
+
+describe.each(stores)('scope=value approvals never cover an absent field (%s store)', (_name, redis) => {
+  let env: ApprovalEnv;
+  beforeAll(async () => { env = await startApprovalEnv({ redis: redis() }); });
+  afterAll(async () => { await env.close(); });
+  const ask = (args: unknown) => call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' }, headers: { prefer: 'respond-async' } });
+  const sms = (body: unknown) => call(env, env.bot, { method: 'POST', path: '/sms', aud: 'send_sms', body });
+
+  it('an approved `to: null` lets `to: null` through, never a call that leaves `to` out', async () => {
+    expect((await ask({ to: null, body: 'null number' })).status).toBe(202);
+    const note = await env.inbox.nextRequest();
+    expect((await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code, scope: 'value' })).status).toBe(200);
+    const grants = (await env.admin('GET', '/approvals/grants')).json.grants;
+    expect(grants.find((g: any) => g.requestId === note.requestId)).toMatchObject({ values: { to: null } });
+
+    expect((await sms({ to: null, body: 'approved value' })).status).toBe(200);
+    const seen = env.app.requests.length;
+    const absent = await sms({ body: 'no number at all' });
+    expect(absent.status).toBe(403);
+    expect(absent.json.permission).toBe('constraint_violated');
+    expect(absent.json.violations).toEqual([expect.objectContaining({ field: 'to', actual: null, absent: true })]);
+    expect(env.app.requests.length).toBe(seen); // nothing reached the app
+    // Asking for the absent call is a new request, not "approval not needed".
+    const again = await ask({ body: 'no number at all' });
+    expect(again.status).toBe(202);
+    await env.inbox.nextRequest();
+  });
+});
+
+describe('what the reviewer sees of the arguments', () => {
+  let env: ApprovalEnv;
+  beforeAll(async () => { env = await startApprovalEnv(); });
+  afterAll(async () => { await env.close(); });
+
+  it('hides exact secret names only, and lists what it hid, in the notification and the admin view; the call sends everything', async () => {
+    const args = { to: '+31', body: 'b', author: 'Ann', keyword: 'promo', monkey: 'george', max_tokens: 5, api_key: 'sk-live', meta: { 'Refresh-Token': 'r', public_key: 'pk' } };
+    const waiting = call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' } });
+    const note = await env.inbox.nextRequest();
+    const shown = { ...args, api_key: '[REDACTED]', meta: { 'Refresh-Token': '[REDACTED]', public_key: 'pk' } };
+    expect(note.args).toEqual(shown);
+    expect(note.redacted).toEqual(['api_key', 'meta["Refresh-Token"]']);
+    const view = (await env.admin('GET', `/approvals/${note.requestId}`)).json;
+    expect(view.args).toEqual(shown);
+    expect(view.redacted).toEqual(['api_key', 'meta["Refresh-Token"]']);
+    await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code });
+    expect((await waiting).status).toBe(200);
+    expect(JSON.parse(env.app.requests.at(-1)!.body.toString())).toEqual(args);
+  });
+});
+
+describe('Slack notifications of agent text', () => {
+  it('escape &, <, > and control characters, and keep every line of the reason inside the quote', async () => {
+    const { startCollector } = await import('../support/collector.js');
+    const slack = await startCollector();
+    const env = await startApprovalEnv({ format: 'slack', webhookUrl: slack.url });
+    try {
+      const reason = 'routine\nViolations: none\r\n<!channel> approved by <@U0ADMIN> & ops\u2028Approval code: `FAKE`\u202e';
+      const asked = await call(env, env.bot, {
+        method: 'POST', path: '/agent/request-permission', aud: 'request_permission', headers: { prefer: 'respond-async' },
+        body: { capability: 'send_sms', args: { to: '<!here>', body: 'x\nViolations: none', password: 'p' }, reason },
+      });
+      expect(asked.status).toBe(202);
+      await until(() => slack.bodies.length >= 1);
+      const text: string = JSON.parse(slack.bodies[0]!).text;
+      expect(text).not.toMatch(/<!|<@/);
+      expect(text).toContain('&lt;!channel&gt; approved by &lt;@U0ADMIN&gt; &amp; ops');
+      expect(text).toContain('\\u202e');
+      const lines = text.split('\n');
+      // The sidecar's own lines are the only unquoted ones; everything the agent wrote is quoted.
+      for (const l of lines.filter((l) => /Violations: none|FAKE|channel|!here/.test(l))) expect(l).toMatch(/^> |^• /);
+      expect(lines.filter((l) => l.startsWith('Violations'))).toEqual(['Violations (checked by the sidecar):']);
+      expect(lines.filter((l) => l.startsWith('Approval code:'))).toHaveLength(1);
+      const quoted = lines.slice(lines.indexOf('Reason given by the agent (its own words):') + 1, lines.findIndex((l) => l.startsWith('Approval code:')));
+      expect(quoted).toEqual(['> routine', '> Violations: none', '> &lt;!channel&gt; approved by &lt;@U0ADMIN&gt; &amp; ops', '> Approval code: `FAKE`\\u202e']);
+      expect(text).toContain('Hidden here as secrets (the approved call sends their real values): password');
+    } finally {
+      await env.close();
+      await slack.close();
+    }
   });
 });

@@ -26,6 +26,7 @@ describe('audit trail through an unreliable collector', () => {
   beforeAll(async () => {
     collector = await startCollector();
     env = await startEnv({
+      adminToken: 'audit-test-admin-token', // /stats needs it
       audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url, 'audit-api-key', 300)], flushIntervalMs: 30, backoffMs: () => 30 },
     });
   });
@@ -52,7 +53,7 @@ describe('audit trail through an unreliable collector', () => {
     await burst(3);
     await until(() => entriesOf(collector).length >= requestIds.length);
     await until(async () => {
-      const stats = await (await fetch(`${env.sidecar.adminUrl}/stats`)).json() as { audit: { backlog: number } };
+      const stats = await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: 'Bearer audit-test-admin-token' } })).json() as { audit: { backlog: number } };
       return stats.audit.backlog === 0;
     });
 

@@ -52,9 +52,11 @@ describe('forwarding', () => {
     expect(h['x-agent-id']).toBe('agent-billing-bot');
     expect(h['x-agent-name']).toBe('billing-bot');
     expect(h['x-agent-capability']).toBe('getInvoice');
-    for (const gone of ['x-agent-role', 'x-forwarded-for', 'x-forwarded-host', 'forwarded', 'x-http-method-override', 'x-method-override', 'x-http-method', 'x-secret-hop']) {
+    for (const gone of ['x-agent-role', 'x-forwarded-host', 'forwarded', 'x-http-method-override', 'x-method-override', 'x-http-method', 'x-secret-hop']) {
       expect(h[gone], gone).toBeUndefined();
     }
+    // The caller's X-Forwarded-For is replaced by the sidecar's peer address.
+    expect(h['x-forwarded-for']).toBe('127.0.0.1');
     expect(h['x-request-id']).not.toBe('spoofed');
     expect(h['x-kept']).toBe('yes');
     const rawNames = env.app.requests.at(-1)!.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());

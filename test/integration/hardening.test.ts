@@ -83,6 +83,24 @@ describe('hardening', () => {
     expect(r.status).toBe(400);
     expect(r.json()).toMatchObject({ error: 'invalid_request' });
   });
+
+  it('answers a header block over Node\'s 16 KiB with 431 too_many_headers, in JSON', async () => {
+    const seen = env.app.requests.length;
+    const r = await rawRequest(env.sidecar.url, `GET /healthz HTTP/1.1\r\nHost: s\r\nX-Big: ${'a'.repeat(17_000)}\r\nConnection: close\r\n\r\n`);
+    expect(r.status).toBe(431);
+    expect(r.json()).toMatchObject({ error: 'too_many_headers' });
+    expect(env.app.requests.length).toBe(seen);
+  });
+
+  it('refuses more caller headers than the limit before anything else, on public routes too', async () => {
+    const seen = env.app.requests.length;
+    const many = Array.from({ length: 100 }, (_, i) => `x-h${i}: 1`).join('\r\n');
+    // Even an unknown route and a bad path: the count is checked first.
+    for (const line of ['GET /healthz HTTP/1.1', 'GET /nothing/../here HTTP/1.1']) {
+      const r = await rawRequest(env.sidecar.url, `${line}\r\nHost: s\r\n${many}\r\nConnection: close\r\n\r\n`);
+      expectDenied(env, seen, { status: r.status, json: r.json() }, 431, 'too_many_headers');
+    }
+  });
 });
 
 describe('policy overlap rules', () => {

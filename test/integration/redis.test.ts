@@ -7,7 +7,7 @@ import { loadPolicyText } from '../../src/policy/load.js';
 import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
 import { ADMIN_TOKEN, smsPolicy, startInbox, type Inbox } from '../support/approvals.js';
 import { ROOT, requireBuild, startCli } from '../support/cli.js';
-import { startEnv, testAgent, type TestAgent } from '../support/fixture.js';
+import { billingPolicy, startEnv, testAgent, type TestAgent } from '../support/fixture.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
 import { disposableRedis, REDIS_URL, testPrefix } from '../support/redis.js';
 import { until } from '../support/until.js';
@@ -35,6 +35,8 @@ describe('two sidecar processes sharing Redis', () => {
       const urlB = JSON.parse(b.line).listen as string;
       const jwk = JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8'));
       const signer = await createAgentSigner(jwk, 'agent-billing-bot');
+      // A Redis without the replay marker refuses the first second's tokens (fail closed): wait until both serve.
+      for (const url of [urlA, urlB]) await until(async () => (await get(`${url}/invoices/inv-1`, await signer.sign('getInvoice'))).status === 200, 5_000);
       const token = await signer.sign('getInvoice');
       const before = app.requests.length;
       expect((await get(`${urlA}/invoices/inv-1`, token)).status).toBe(200);
@@ -196,12 +198,51 @@ describe('Redis outage', () => {
       expect(app.requests).toHaveLength(0);
       await redis.start();
       await until(async () => (await fetch(`${sidecar.adminUrl}/readyz`)).status === 200, 5_000);
-      expect((await get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'))).status).toBe(200);
+      // A Redis without the replay marker may have lost ids: tokens issued up to that second are refused (fail closed).
+      await until(async () => {
+        const r = await get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice'));
+        if (r.status !== 200) expect(r.json.error).toBe('replay_window_reset');
+        return r.status === 200;
+      }, 3_000);
     } finally {
       await env.close();
       await redis.kill();
     }
   }, 20_000);
+});
+
+/** Issue 15 item 12: one namespace for token ids on a Redis, whatever the provider name or prefix. */
+describe('two services sharing one Redis', () => {
+  it('a token spent at billing-service is not accepted again at ledger-service, though both name a capability getInvoice', async () => {
+    const agents = { bot: await testAgent('agent-billing-bot'), other: await testAgent('agent-other') };
+    const billingApp = await startRecorder();
+    const ledgerApp = await startRecorder();
+    const start = async (service: string, app: Recorder) => startSidecar({
+      policy: await loadPolicyText(billingPolicy(agents).replace('name: billing-service, issuer: https://billing.example.com', `name: ${service}, issuer: https://${service}.example.com`), `${service}.yaml`),
+      upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
+      redis: { url: REDIS_URL, prefix: testPrefix(service) }, metrics: { processMetrics: false },
+    });
+    const billing = await start('billing-service', billingApp);
+    const ledger = await start('ledger-service', ledgerApp);
+    try {
+      // Both serve (a Redis new to this test may make the first second's tokens wait: fail closed).
+      for (const s of [billing, ledger]) await until(async () => (await get(`${s.url}/invoices/inv-1`, await agents.bot.signer.sign('getInvoice'))).status === 200, 5_000);
+      const token = await agents.bot.signer.sign('getInvoice');
+      const seen = ledgerApp.requests.length;
+      expect((await get(`${billing.url}/invoices/inv-1`, token)).status).toBe(200);
+      expect(await get(`${ledger.url}/invoices/inv-1`, token)).toMatchObject({ status: 401, json: { error: 'token_replayed' } });
+      expect(ledgerApp.requests.length).toBe(seen);
+      // And the other way round.
+      const second = await agents.bot.signer.sign('getInvoice');
+      expect((await get(`${ledger.url}/invoices/inv-1`, second)).status).toBe(200);
+      expect(await get(`${billing.url}/invoices/inv-1`, second)).toMatchObject({ status: 401, json: { error: 'token_replayed' } });
+    } finally {
+      await billing.close();
+      await ledger.close();
+      await billingApp.close();
+      await ledgerApp.close();
+    }
+  });
 });
 
 describe('registered agents shared through Redis', () => {

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { createAgentSigner, createHostSigner, type HostSigner } from '../../src/identity/client.js';
+import { createAgentProof, createAgentSigner, createHostSigner, hostTokenHash, type HostSigner } from '../../src/identity/client.js';
 import { generateAgentKeyPair, type AgentKeyPair } from '../../src/identity/keys.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
 import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
-import { ISSUER, registrationPolicy } from '../support/registration.js';
+import { ISSUER, registration, registrationPolicy } from '../support/registration.js';
+import { signClaims } from '../support/tokens.js';
 
 const ADMIN = 'registration-admin-token-0123456789';
 
@@ -37,8 +38,11 @@ describe('discovery, registration and host identity', () => {
   });
   afterAll(async () => { await sidecar.close(); await app.close(); });
 
-  const registerAgent = async (keys: AgentKeyPair, body: Record<string, unknown>, token?: string) =>
-    call(`${sidecar.url}/agent/register`, { method: 'POST', token: token ?? await host.sign(ISSUER, { agentPublicKey: keys.publicJwk }), body });
+  /** Registers as an honest host does: the agent's proof of possession is bound to the token sent. */
+  const registerAgent = async (keys: AgentKeyPair, body: Record<string, unknown>, token?: string) => {
+    const t = token ?? await host.sign(ISSUER, { agentPublicKey: keys.publicJwk });
+    return call(`${sidecar.url}/agent/register`, { method: 'POST', token: t, body: { ...body, agent_proof: await createAgentProof(keys.privateJwk, { hostToken: t, audience: ISSUER }) } });
+  };
 
   it('serves the discovery document, cacheable, with the Agent Auth fields', async () => {
     const r = await call(`${sidecar.url}/.well-known/agent-configuration`);
@@ -163,7 +167,12 @@ describe('the register → call → revoke flow with the CLI', () => {
     const policy = await loadPolicyText(registrationPolicy({ publicJwk: hostJwk } as unknown as AgentKeyPair), 'billing.yaml');
     const sidecar = await startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
     try {
-      const reg = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.public.jwk.json'),
+      // The public key alone cannot register: the proof of possession needs the agent's private key.
+      const publicOnly = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.public.jwk.json'),
+        '--url', sidecar.url, '--name', 'report-bot']);
+      expect(publicOnly.code).toBe(2);
+      expect(publicOnly.stderr).toMatch(/needs the agent's private JWK/);
+      const reg = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.private.jwk.json'),
         '--url', sidecar.url, '--name', 'report-bot', '--capability', 'getInvoice', '--reason', 'monthly reports']);
       expect(reg.stderr).toBe('');
       expect(reg.code).toBe(0);
@@ -172,7 +181,7 @@ describe('the register → call → revoke flow with the CLI', () => {
       expect(agent.agent_capability_grants).toEqual([{ capability: 'getInvoice', status: 'active', constraints: {} }]);
       const token = await runCli(['token', '--key', join(dir, 'report-bot.private.jwk.json'), '--agent', agent.agent_id, '--capability', 'getInvoice']);
       expect((await call(`${sidecar.url}/invoices/inv-7`, { token: token.stdout.trim() })).status).toBe(200);
-      const refused = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.public.jwk.json'),
+      const refused = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.private.jwk.json'),
         '--url', sidecar.url, '--name', 'report-bot', '--capability', 'deleteInvoice']);
       expect(refused.code).toBe(1);
       expect(JSON.parse(refused.stderr)).toMatchObject({ error: 'capability_denied' });
@@ -192,7 +201,8 @@ describe('registered agents follow the active policy', () => {
     const sidecar = await startSidecar({ policy: await loadPolicyText(text, 'billing.yaml'), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
     try {
       const keys = await generateAgentKeyPair();
-      const reg = await call(`${sidecar.url}/agent/register`, { method: 'POST', token: await host.sign(ISSUER, { agentPublicKey: keys.publicJwk }), body: { name: 'bot' } });
+      const { token, body } = await registration(host, keys, { name: 'bot' });
+      const reg = await call(`${sidecar.url}/agent/register`, { method: 'POST', token, body });
       expect(reg.status).toBe(201);
       const agent = await createAgentSigner(keys.privateJwk, reg.json.agent_id);
       const create = async () => call(`${sidecar.url}/invoices`, { method: 'POST', token: await agent.sign('createInvoice'), body: { amount: 150, currency: 'USD' } });
@@ -209,5 +219,126 @@ describe('registered agents follow the active policy', () => {
       await sidecar.close();
       await app.close();
     }
+  });
+});
+
+describe('registration proves possession of a safe agent key', () => {
+  let sidecar: Sidecar;
+  let app: Recorder;
+  let hostA: HostSigner;
+  let hostB: HostSigner;
+  const adminAgents = async () => (await call(`${sidecar.adminUrl}/agents`, { token: ADMIN })).json.agents as { agent_id: string; host_id: string }[];
+
+  beforeAll(async () => {
+    const [a, b] = [await generateAgentKeyPair(), await generateAgentKeyPair()];
+    hostA = await createHostSigner(a.privateJwk);
+    hostB = await createHostSigner(b.privateJwk);
+    app = await startRecorder();
+    const policy = await loadPolicyText(registrationPolicy(a, b), 'billing.yaml');
+    sidecar = await startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN, log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+  });
+  afterAll(async () => { await sidecar.close(); await app.close(); });
+
+  const post = (token: string, body: Record<string, unknown>) => call(`${sidecar.url}/agent/register`, { method: 'POST', token, body });
+
+  it('host B cannot register host A\'s agent key: no proof, a proof by another key, or A\'s proof for A\'s token', async () => {
+    const agentOfA = await generateAgentKeyPair();
+    // B knows only the public key (it is public). Today's code registered it for B, locking A out.
+    const noProof = await post(await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk }), { name: 'squatter' });
+    expect(noProof).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/missing/) } });
+    // A proof B signs with a key of its own names the wrong thumbprint, or (claiming A's) fails the signature.
+    const tokenB = await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk });
+    const ownKey = await createAgentProof((await generateAgentKeyPair()).privateJwk, { hostToken: tokenB, audience: ISSUER });
+    expect(await post(tokenB, { name: 'squatter', agent_proof: ownKey })).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/iss is not the thumbprint/) } });
+    const tokenB2 = await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk });
+    const now = Math.floor(Date.now() / 1000);
+    const claimed = signClaims((await generateAgentKeyPair()).privateJwk, { alg: 'EdDSA', typ: 'agent-proof+jwt' },
+      { iss: agentOfA.thumbprint, aud: ISSUER, iat: now, exp: now + 60, ath: hostTokenHash(tokenB2) });
+    expect(await post(tokenB2, { name: 'squatter', agent_proof: claimed })).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/signature/) } });
+    // A genuine proof by A's agent, seen on the wire, is bound to A's host token: attached to B's, it is refused.
+    const fromA = await registration(hostA, agentOfA, { name: 'invoice-bot' });
+    const stolen = await post(await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk }), { name: 'squatter', agent_proof: fromA.body.agent_proof });
+    expect(stolen).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/another token/) } });
+    expect((await adminAgents()).some((a) => a.agent_id === `agt_${agentOfA.thumbprint}`)).toBe(false);
+    // A itself registers with its own token and proof.
+    expect(await post(fromA.token, fromA.body)).toMatchObject({ status: 201, json: { agent_id: `agt_${agentOfA.thumbprint}`, host_id: 'laptop-host' } });
+  });
+
+  it('refuses an expired proof or one for another service; a replayed host token stays replayed with its proof', async () => {
+    const keys = await generateAgentKeyPair();
+    const token = await hostA.sign(ISSUER, { agentPublicKey: keys.publicJwk });
+    const old = await createAgentProof(keys.privateJwk, { hostToken: token, audience: ISSUER, now: Math.floor(Date.now() / 1000) - 600 });
+    expect(await post(token, { name: 'a', agent_proof: old })).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/expired/) } });
+    const t2 = await hostA.sign(ISSUER, { agentPublicKey: keys.publicJwk });
+    const elsewhere = await createAgentProof(keys.privateJwk, { hostToken: t2, audience: 'https://ledger.example.com' });
+    expect(await post(t2, { name: 'a', agent_proof: elsewhere })).toMatchObject({ status: 401, json: { error: 'proof_invalid' } });
+    const good = await registration(hostA, keys, { name: 'a' });
+    expect((await post(good.token, good.body)).status).toBe(201);
+    expect(await post(good.token, good.body)).toMatchObject({ status: 401, json: { error: 'token_replayed' } });
+  });
+
+  it('answers 400 invalid_agent_key for the small-order and non-canonical keys, and registers none of them', async () => {
+    const { smallOrderPoints, nonCanonicalEncodings } = await import('../support/ed25519.js');
+    const before = (await adminAgents()).length;
+    const unsafe = [...smallOrderPoints().map((s) => s.encoding), ...nonCanonicalEncodings().slice(0, 4).map((n) => n.encoding)];
+    for (const bytes of unsafe) {
+      const jwk = { kty: 'OKP', crv: 'Ed25519', x: bytes.toString('base64url') };
+      // No proof can be made without a private key, but the key is refused first, and as what it is.
+      const r = await post(await hostB.sign(ISSUER, { agentPublicKey: jwk }), { name: 'torsion' });
+      expect(r, bytes.toString('hex')).toMatchObject({ status: 400, json: { error: 'invalid_agent_key', message: expect.stringMatching(/small order|non-canonical/) } });
+    }
+    expect((await adminAgents()).length).toBe(before);
+    expect(app.requests).toHaveLength(0);
+  });
+
+  it('parses the register and revoke bodies strictly: duplicate keys are refused, not resolved', async () => {
+    const keys = await generateAgentKeyPair();
+    const { token, body } = await registration(hostB, keys, { name: 'first' });
+    const raw = async (path: string, t: string, text: string) => {
+      const r = await request(`${sidecar.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, body: text });
+      return { status: r.statusCode, json: await r.body.json() as any };
+    };
+    const dup = JSON.stringify(body).replace('{', '{"name":"second",');
+    expect(await raw('/agent/register', token, dup)).toMatchObject({ status: 400, json: { error: 'invalid_body', message: expect.stringMatching(/duplicate/i) } });
+    const ok = await registration(hostB, keys, { name: 'first' });
+    const reg = await post(ok.token, ok.body);
+    expect(reg.status).toBe(201);
+    // JSON.parse keeps the last agent_id: a revoke that names another id first would have revoked this one.
+    const revokeDup = `{"agent_id":"agt_nobody","agent_id":"${reg.json.agent_id}"}`;
+    expect(await raw('/agent/revoke', await hostB.sign(ISSUER), revokeDup)).toMatchObject({ status: 400, json: { error: 'invalid_body' } });
+    expect(await raw('/agent/revoke', await hostB.sign(ISSUER), '{"agent_id":"\\ud800"}')).toMatchObject({ status: 400, json: { error: 'invalid_body' } });
+    const status = await call(`${sidecar.url}/agent/status?agent_id=${reg.json.agent_id}`, { token: await hostB.sign(ISSUER) });
+    expect(status.json.status).toBe('active');
+  });
+});
+
+describe('unsafe keys at the CLI', () => {
+  it('policy check names the key with FILE:LINE:COL; keygen --public-of refuses it', async () => {
+    const { mkdtemp, writeFile } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { requireBuild, runCli } = await import('../support/cli.js');
+    const { encode, smallOrderPoints } = await import('../support/ed25519.js');
+    requireBuild();
+    const dir = await mkdtemp(join(tmpdir(), 'agents-chain-unsafe-'));
+    const identity = encode(1n, 0).toString('base64url');
+    const file = join(dir, 'billing.yaml');
+    await writeFile(file, registrationPolicy({ publicJwk: { x: identity } } as unknown as AgentKeyPair));
+    const check = await runCli(['policy', 'check', file]);
+    expect(check.code).toBe(1);
+    expect(check.stderr).toContain(`${file}:11:45: hosts[0].publicKey.x: Ed25519 public key refused: "x" is not a safe Ed25519 public key: the identity point (small order)`);
+
+    const torsion = join(dir, 'torsion.jwk.json');
+    await writeFile(torsion, JSON.stringify({ kty: 'OKP', crv: 'Ed25519', x: smallOrderPoints().find((s) => s.order === 8)!.encoding.toString('base64url') }));
+    const pub = await runCli(['keygen', '--public-of', torsion]);
+    expect(pub.code).toBe(1);
+    expect(pub.stderr).toMatch(/small order/);
+    // A private JWK whose x is not the key d makes is refused too (x is never trusted).
+    const real = await generateAgentKeyPair();
+    const lying = join(dir, 'lying.private.jwk.json');
+    await writeFile(lying, JSON.stringify({ ...real.privateJwk, x: identity }));
+    const fromD = await runCli(['keygen', '--public-of', lying]);
+    expect(fromD.code).toBe(1);
+    expect(fromD.stderr).toMatch(/"x" is not the public key of "d"/);
   });
 });

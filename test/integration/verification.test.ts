@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnv, testAgent, type Env } from '../support/fixture.js';
 import { expectDenied, invoice, send } from '../support/http.js';
 import { rawRequest } from '../support/raw.js';
-import { signRaw, tokenWith } from '../support/tokens.js';
+import { nonCanonical, signRaw, tokenWith } from '../support/tokens.js';
 
 /** The seed's nine verification steps, each failing through the real sidecar in front of a real app. */
 describe('token verification through the sidecar', () => {
@@ -104,6 +104,30 @@ describe('token verification through the sidecar', () => {
     const [h, , s] = good.split('.');
     const tampered = `${h}.${Buffer.from(JSON.stringify({ ...claims(), iat: now(), exp: now() + 60, jti: 'tamper' })).toString('base64url')}.${s}`;
     expectDenied(env, seen, await post(tampered), 401, 'token_invalid');
+  });
+
+  describe('header members and canonical base64url', () => {
+    it('token_invalid for crit (any value) and b64, which node:crypto verification used to ignore; a kid is harmless', async () => {
+      const seen = env.app.requests.length;
+      for (const extra of [{ crit: ['b64'], b64: false }, { crit: ['exp'] }, { b64: false }, { jku: 'https://attacker.example/keys' }, { zip: 'DEF' }]) {
+        const t = tokenWith(env.bot.privateJwk, claims(), { alg: 'EdDSA', typ: 'agent+jwt', ...extra });
+        expectDenied(env, seen, await post(t), 401, 'token_invalid');
+      }
+      const withKid = tokenWith(env.bot.privateJwk, claims(), { alg: 'EdDSA', typ: 'agent+jwt', kid: env.bot.keys.thumbprint });
+      expect((await post(withKid)).status).toBe(200);
+      expect(env.app.requests.length).toBe(seen + 1);
+    });
+
+    it('token_invalid for a second spelling of the same signature (unused low bits set) or padding', async () => {
+      const token = await env.bot.signer.sign('createInvoice');
+      const [h, p, s] = token.split('.') as [string, string, string];
+      const seen = env.app.requests.length;
+      // The same 64 signature bytes, spelled differently: one token, two spellings, before this fix.
+      expectDenied(env, seen, await post(`${h}.${p}.${nonCanonical(s)}`), 401, 'token_invalid');
+      expectDenied(env, seen, await post(`${h}.${p}.${s}==`), 401, 'token_invalid');
+      // The canonical spelling still passes (its jti was never spent by the refusals above).
+      expect((await post(token)).status).toBe(200);
+    });
   });
 
   describe('step 7: time', () => {

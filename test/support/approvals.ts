@@ -55,7 +55,7 @@ export interface ApprovalEnv {
   close(): Promise<void>;
 }
 
-export function smsPolicy(bots: TestAgent[], opts: { ttl?: string; webhookUrl: string; envelope?: string; violationStatus?: number }): string {
+export function smsPolicy(bots: TestAgent[], opts: { ttl?: string; webhookUrl: string; envelope?: string; violationStatus?: number; format?: 'json' | 'slack' }): string {
   return `
 version: 1
 provider: { name: sms-service, issuer: https://sms.example.com }
@@ -64,7 +64,7 @@ ${opts.envelope ? `envelope: ${opts.envelope}` : ''}
 ${opts.violationStatus ? `violationStatus: ${opts.violationStatus}` : ''}
 accessRequests:
   ttl: ${opts.ttl ?? '1m'}
-  notifier: { webhook: { url: "${opts.webhookUrl}", format: json, retries: 0 } }
+  notifier: { webhook: { url: "${opts.webhookUrl}", format: ${opts.format ?? 'json'}, retries: 0 } }
 capabilities:
   - { name: send_sms, description: Send an SMS message, method: POST, path: /sms }
   - { name: get_message, method: GET, path: "/messages/{id}" }
@@ -78,7 +78,12 @@ ${bots.map((b) => `  - { agent: ${b.id}, capability: send_sms, status: active, c
 `;
 }
 
-export async function startApprovalEnv(opts: { ttl?: string; agents?: number; webhookUrl?: string; envelope?: string; violationStatus?: number; audit?: SidecarOptions['audit']; shutdownGraceMs?: number } = {}): Promise<ApprovalEnv> {
+export async function startApprovalEnv(opts: {
+  ttl?: string; agents?: number; webhookUrl?: string; envelope?: string; violationStatus?: number; audit?: SidecarOptions['audit'];
+  shutdownGraceMs?: number; format?: 'json' | 'slack';
+  /** Access requests and value approvals in this Redis instead of memory. */
+  redis?: SidecarOptions['redis'];
+} = {}): Promise<ApprovalEnv> {
   const bots = await Promise.all(Array.from({ length: opts.agents ?? 1 }, (_, i) => testAgent(`sms-bot-${i}`)));
   const app = await startRecorder();
   app.handler = (r, res) => {
@@ -89,8 +94,12 @@ export async function startApprovalEnv(opts: { ttl?: string; agents?: number; we
   const policy = await loadPolicyText(smsPolicy(bots, { ...opts, webhookUrl: opts.webhookUrl ?? inbox.url }), 'sms.yaml');
   const sidecar = await startSidecar({
     policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN_TOKEN,
-    log: createLogger('error', () => {}), audit: opts.audit, shutdownGraceMs: opts.shutdownGraceMs,
+    log: createLogger('error', () => {}), audit: opts.audit, shutdownGraceMs: opts.shutdownGraceMs, redis: opts.redis,
+    ...(opts.redis ? { metrics: { processMetrics: false } } : {}),
   });
+  if (opts.redis) {
+    for (let i = 0; i < 200 && (await request(`${sidecar.adminUrl}/readyz`).then(async (r) => { await r.body.dump(); return r.statusCode; })) !== 200; i++) await new Promise((r) => setTimeout(r, 25));
+  }
   return {
     sidecar, app, inbox, bots, bot: bots[0]!,
     async admin(method, path, body, token = ADMIN_TOKEN) {

@@ -13,6 +13,8 @@ export interface Collector {
   mode: CollectorMode;
   /** seq -> the batch line, as received. */
   batches: Map<number, string>;
+  /** Every request body, in arrival order (for receivers that are not audit exporters: webhooks). */
+  bodies: string[];
   received: number;
   stop(): Promise<void>;
   restart(): Promise<void>;
@@ -22,7 +24,7 @@ export interface Collector {
 export async function startCollector(port = 0): Promise<Collector> {
   let server: Server;
   const c: Collector = {
-    url: '', mode: 'ok', batches: new Map(), received: 0,
+    url: '', mode: 'ok', batches: new Map(), bodies: [], received: 0,
     stop: async () => { server.closeAllConnections(); await new Promise((r) => server.close(r)); },
     restart: async () => { server = make(); await listen(server, Number(new URL(c.url).port)); },
     close: async () => { server.closeAllConnections(); await new Promise((r) => server.close(r)); },
@@ -34,6 +36,7 @@ export async function startCollector(port = 0): Promise<Collector> {
       c.received++;
       const seq = Number(req.headers['idempotency-key']);
       const line = Buffer.concat(chunks).toString();
+      c.bodies.push(line);
       if (c.mode === 'fail') return void res.writeHead(500).end();
       if (c.mode === 'stall') {
         // Stores it, but answers too late: the exporter gives up and sends it again.

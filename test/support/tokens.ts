@@ -18,6 +18,25 @@ export function signRaw(privateJwk: JWK, headerJson: string, payloadJson: string
   return `${h}.${p}.${sig}`;
 }
 
+/** Signs already-encoded header and payload segments as they are (non-canonical base64url included). */
+export function signSegments(privateJwk: JWK, h: string, p: string): string {
+  const key = createPrivateKey({ key: privateJwk as JsonWebKey, format: 'jwk' });
+  return `${h}.${p}.${sign(null, Buffer.from(`${h}.${p}`), key).toString('base64url')}`;
+}
+
+/**
+ * Another spelling of the same bytes: the last character of a base64url
+ * segment with some of its unused low bits set (RFC 4648 §3.5). Decoders that
+ * ignore those bits (Buffer.from(s, 'base64url')) read the same bytes.
+ */
+export function nonCanonical(segment: string): string {
+  const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const unused = segment.length % 4 === 2 ? 0x0f : segment.length % 4 === 3 ? 0x03 : 0;
+  if (!unused) throw new Error('a segment whose length is a multiple of 4 has no unused bits');
+  const last = ALPHABET.indexOf(segment.at(-1)!);
+  return segment.slice(0, -1) + ALPHABET[last | 1]!;
+}
+
 /** Same as signRaw, from objects. */
 export function signClaims(privateJwk: JWK, header: Record<string, unknown>, payload: Record<string, unknown>): string {
   return signRaw(privateJwk, JSON.stringify(header), JSON.stringify(payload));

@@ -31,8 +31,15 @@ The sidecar container, for charts that embed it directly instead of relying on t
   volumes:
     {{- include "agents-chain-sidecar.volumes" (dict "policyConfigMap" "billing-policy") | nindent 4 }}
 It is the same container `agents-chain inject` and the webhook add (src/kubernetes/inject.ts).
+Admin listener: /healthz, /readyz and /metrics are open (kubelet, Prometheus); /stats, audit entries,
+agents and approvals need the admin token. Give "adminTokenSecret" (a Secret with key "token", like the
+agents-chain.io/admin-token-secret annotation). With "approvals" true (the policy has accessRequests) the
+sidecar refuses to start without one, so the template does too, unless "adminInsecureNoToken" is true.
 */}}
 {{- define "agents-chain-sidecar.container" -}}
+{{- if and .approvals (not .adminTokenSecret) (not .adminInsecureNoToken) }}
+{{- fail "agents-chain-sidecar.container: approvals are on: give adminTokenSecret (a Secret with key \"token\"), or adminInsecureNoToken: true to open the admin API to the pod network" }}
+{{- end -}}
 - name: agents-chain
   image: {{ .image | quote }}
   args: ["serve", "--policy", "/etc/agents-chain/policy.yaml", "--upstream", "http://127.0.0.1:{{ .upstreamPort | default 8081 }}", "--listen", "0.0.0.0:{{ .port | default 8080 }}", "--admin", "0.0.0.0:{{ .adminPort | default 9090 }}"]
@@ -41,6 +48,16 @@ It is the same container `agents-chain inject` and the webhook add (src/kubernet
     - { name: ac-admin, containerPort: {{ .adminPort | default 9090 }}, protocol: TCP }
   readinessProbe: { httpGet: { path: /readyz, port: {{ .adminPort | default 9090 }} }, periodSeconds: 5, timeoutSeconds: 2 }
   livenessProbe: { httpGet: { path: /healthz, port: {{ .adminPort | default 9090 }} }, periodSeconds: 10, timeoutSeconds: 2 }
+  {{- if .adminTokenSecret }}
+  env:
+    # The admin token: /stats, audit entries, agents and approvals answer only with it.
+    - name: AGENTS_CHAIN_ADMIN_TOKEN
+      valueFrom: { secretKeyRef: { name: {{ .adminTokenSecret | quote }}, key: token } }
+  {{- else if .adminInsecureNoToken }}
+  env:
+    # Explicitly no admin token: anything that reaches the admin port reads audit entries and approves calls.
+    - { name: AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN, value: "true" }
+  {{- end }}
   resources: { requests: { cpu: 50m, memory: 64Mi }, limits: { memory: 256Mi } }
   securityContext:
     runAsNonRoot: true

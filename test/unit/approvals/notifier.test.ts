@@ -42,7 +42,7 @@ describe('WebhookNotifier', () => {
     expect(headers.authorization).toBe('Bearer hook-secret');
     expect(body).toMatchObject({
       event: 'access_request', requestId: 'req-1', code: 'CODE234567', agentId: 'agent-a', capability: 'send_sms',
-      args: { to: '+1', apiKey: '[REDACTED]', nested: [{ password: '[REDACTED]' }] }, reason: 'asked',
+      args: { to: '+1', apiKey: '[REDACTED]', nested: [{ password: '[REDACTED]' }] }, redacted: ['apiKey', 'nested[0].password'], reason: 'asked',
       expiresAt: '1970-01-01T00:01:00.000Z', approve: { method: 'POST', url: 'https://admin.example/approvals/req-1/approve' },
     });
   });

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisAccessRequestStore } from '../../../src/approvals/store-redis.js';
 import type { AccessRequest } from '../../../src/approvals/types.js';
-import { RedisReplayStore } from '../../../src/auth/replay-redis.js';
 import { createLogger } from '../../../src/log.js';
 import { connectRedis, type RedisClient } from '../../../src/redis/connect.js';
 import { REDIS_URL, testPrefix } from '../../support/redis.js';
@@ -39,17 +38,7 @@ async function store(name: string) {
 // Ids are the sidecar's own UUIDs (others never reach a key).
 const [R1, R2, R3, V1, V2] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
 
-describe('RedisReplayStore', () => {
-  it('accepts a key once, across clients', async () => {
-    const prefix = testPrefix('replay-unit');
-    const a = new RedisReplayStore(client(), prefix);
-    const b = new RedisReplayStore(client(), prefix);
-    await until(() => clients.every((c) => c.status === 'ready'));
-    const results = await Promise.all([a.claim('bot\u0000j1', 5_000), b.claim('bot\u0000j1', 5_000), a.claim('bot\u0000j2', 5_000)]);
-    expect(results.filter(Boolean)).toHaveLength(2);
-    expect(results[2]).toBe(true);
-  });
-});
+// RedisReplayStore: test/unit/auth/replay-redis.test.ts
 
 describe('RedisAccessRequestStore', () => {
   it('round-trips a request exactly and lists it as pending', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryReplayStore, REPLAY_BYTES_PER_ID, replayCapacity, ReplayStoreUnavailableError } from '../../../src/auth/replay.js';
+import { MemoryReplayStore, REPLAY_BYTES_PER_ID, replayCapacity, refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../../src/auth/replay.js';
 
 /** A clock the test moves by hand. */
 function manualClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {
@@ -85,5 +85,36 @@ describe('replayCapacity', () => {
     expect(replayCapacity(undefined)).toBe(1_000_000); // no limit known
     expect(replayCapacity(0)).toBe(1_000_000);
     expect(replayCapacity(2 ** 63)).toBe(1_000_000); // cgroup v1 "unlimited"
+  });
+});
+
+describe('replayKey', () => {
+  it('names the signer by its key thumbprint (global), not by a policy-local id, and keeps short jtis readable', () => {
+    expect(replayKey('agent', 'THUMB', 'j-1')).toBe('agent:THUMB:j-1');
+    expect(replayKey('host', 'THUMB', 'j-1')).toBe('host:THUMB:j-1');
+  });
+
+  it('hashes long jtis (and ones that could pass for a hash), so keys stay short and distinct', () => {
+    const long = 'x'.repeat(128);
+    expect(replayKey('agent', 'T', long)).toMatch(/^agent:T:#[A-Za-z0-9_-]{43}$/);
+    expect(replayKey('agent', 'T', long)).not.toBe(replayKey('agent', 'T', `${long.slice(1)}y`));
+    const lookalike = replayKey('agent', 'T', long).slice('agent:T:'.length);
+    expect(replayKey('agent', 'T', lookalike)).not.toBe(replayKey('agent', 'T', long));
+    expect(replayKey('agent', 'T', 'y'.repeat(64))).toBe(`agent:T:${'y'.repeat(64)}`);
+  });
+});
+
+describe('refusedByReset', () => {
+  const at = 1_700_000_000_500; // the loss was found half-way through second 1_700_000_000
+  const window = 120_000;
+  it('refuses tokens issued in the second of the reset or before, for one window', () => {
+    expect(refusedByReset(at, 1_700_000_000, at + 1, window)).toBe(true);
+    expect(refusedByReset(at, 1_699_999_950, at + 60_000, window)).toBe(true);
+    expect(refusedByReset(at, 1_700_000_000, at + window - 1, window)).toBe(true);
+  });
+  it('lets fresh tokens through, and everything once the window has passed', () => {
+    expect(refusedByReset(at, 1_700_000_001, at + 1, window)).toBe(false);
+    expect(refusedByReset(at, 1_700_000_000, at + window, window)).toBe(false);
+    expect(refusedByReset(undefined, 1, 2, window)).toBe(false);
   });
 });

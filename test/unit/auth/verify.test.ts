@@ -194,13 +194,14 @@ describe('verifyAgentToken: step 6, signature', () => {
     expect(await code(`${h}.${p}.${flipped.toString('base64url')}`)).toBe('token_invalid');
   });
 
-  it('ignores kid and jwk headers that point to another key', async () => {
-    const otherPublic = other.publicJwk;
-    const lying = { ...HEADER, kid: 'agent-other', jwk: otherPublic };
+  it('never takes the key from the header: a kid naming another key is ignored, a jwk is refused', async () => {
+    const lying = { ...HEADER, kid: 'agent-other' };
     // Signed by the other key and naming it: still checked against the policy key of sub.
     expect(await code(signClaims(other.privateJwk, lying, claims()))).toBe('token_invalid');
-    // Signed by the right key: the misleading headers do not matter.
+    // Signed by the right key: the misleading kid does not matter.
     expect(await code(signClaims(mine.privateJwk, lying, claims()))).toBe('ok');
+    // A key carried in the header is not understood, so the token is refused (even signed by the right key).
+    expect(await code(signClaims(mine.privateJwk, { ...HEADER, jwk: other.publicJwk }, claims()))).toBe('token_invalid');
   });
 
   it('does not let a token for one agent verify as another', async () => {

@@ -3,6 +3,7 @@ import { createAgentSigner, createHostSigner } from '../../../src/identity/clien
 import { generateAgentKeyPair, importAgentKey } from '../../../src/identity/keys.js';
 import type { Host } from '../../../src/policy/types.js';
 import { verifyHostToken } from '../../../src/registration/host-token.js';
+import { nonCanonical } from '../../support/tokens.js';
 
 const ISSUER = 'https://svc.example.com';
 const NOW = 1_800_000_000;
@@ -30,6 +31,9 @@ describe('verifyHostToken', async () => {
     const t = await signer.sign(ISSUER, { now: NOW });
     const tampered = `${t.slice(0, -3)}${t.endsWith('A') ? 'B' : 'A'}${t.slice(-2)}`;
     expect(code(verifyHostToken(tampered, hosts, ISSUER, NOW))).toBe('token_invalid');
+    // The same decoder as agent tokens: a second spelling of the signature is refused.
+    const i = t.lastIndexOf('.');
+    expect(code(verifyHostToken(t.slice(0, i + 1) + nonCanonical(t.slice(i + 1)), hosts, ISSUER, NOW))).toBe('token_invalid');
     const agentToken = await (await createAgentSigner(keys.privateJwk, 'x')).sign(ISSUER, { now: NOW });
     expect((verifyHostToken(agentToken, hosts, ISSUER, NOW) as { message: string }).message).toMatch(/typ must be "host\+jwt"/);
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { queryNames, readConstrainedQuery } from '../../../src/routing/query.js';
+import { checkQueryShape, DEFAULT_MAX_QUERY_PARAMS, keyReadAs, nameReadings, overridesMethod, phpName, queryNames, readConstrainedQuery } from '../../../src/routing/query.js';
 
 const names = (...n: string[]): Set<string> => new Set(n);
 
@@ -71,6 +71,107 @@ describe('readConstrainedQuery', () => {
 
   it('does not confuse a constrained key with a longer one', () => {
     expect(read('amountX=9&amount=5&xamount=7', 'amount')).toEqual(new Map([['amount', '5']]));
+  });
+
+  it.each([
+    ['per.page', 'per_page=10&per.page=500'],
+    ['per page (encoded space)', 'per_page=10&per%20page=500'],
+    ['per+page', 'per+page=500'],
+    ['per[page', 'per[page=500'],
+    ['a leading space', '%20per_page=500'],
+    ['a NUL and what follows', 'per_page=10&per_page%00x=500'],
+    ['qs\'s leading brackets', '[per_page]=500'],
+    ['qs\'s leading brackets with []', '[per_page][]=500'],
+  ])('refuses a PHP or qs spelling of a constrained key: %s', (_name, query) => {
+    expect(readConstrainedQuery(query, names('per_page'))).toMatchObject({ denied: true, code: 'invalid_query' });
+  });
+
+  it('refuses the underscore spelling of a dotted constrained key (PHP reads "a.b" as "a_b")', () => {
+    expect(readConstrainedQuery('a_b=1', names('a.b'))).toMatchObject({ code: 'invalid_query' });
+  });
+
+  it('shows control characters escaped in the message', () => {
+    const r = readConstrainedQuery('limit%00=500', names('limit'));
+    expect(r).toMatchObject({ code: 'invalid_query', message: expect.stringContaining('"limit\\u0000"') });
+  });
+
+  it('leaves names PHP keeps apart alone', () => {
+    expect(read('per]page=1&perpage=2&per_page=5', 'per_page')).toEqual(new Map([['per_page', '5']]));
+  });
+});
+
+describe('phpName (checked against php -S 8.2)', () => {
+  it.each([
+    ['per.page', 'per_page'],
+    ['per page', 'per_page'],
+    ['per[page', 'per_page'],
+    ['  lead', 'lead'],
+    ['a\0b', 'a'],
+    ['.method', '_method'],
+    [' .method', '_method'],
+    ['a..b', 'a__b'],
+    ['e.f[', 'e_f_'],
+    ['a[b[c', 'a_b_c'],
+    ['x.y[z.w]', 'x_y'],
+    ['per[page]x', 'per'],
+    ['limit[]', 'limit'],
+    ['per]page', 'per]page'],
+    ['\ttab', '\ttab'],
+  ])('%j is $_GET[%j]', (key, name) => {
+    expect(phpName(key)).toBe(name);
+  });
+
+  it.each(['[limit]', '[', ' ', '\0x', '[]'])('drops %j (an empty name)', (key) => {
+    expect(phpName(key)).toBeUndefined();
+  });
+});
+
+describe('nameReadings', () => {
+  it('lists every top-level name a framework reads', () => {
+    expect(nameReadings('Per.Page')).toEqual(new Set(['per.page', 'per_page']));
+    expect(nameReadings('[limit]')).toEqual(new Set(['[limit]', '.limit', 'limit']));
+    expect(nameReadings('a[b]')).toEqual(new Set(['a[b]', 'a.b', 'a']));
+  });
+});
+
+describe('checkQueryShape', () => {
+  it.each(['_method=DELETE', '_METHOD=DELETE', '.method=DELETE', '%20_method=DELETE', '+.method=DELETE', '_method%00x=DELETE', '[_method]=DELETE', '_method[]=DELETE', '%5Fmethod=DELETE'])(
+    'refuses the method override %s', (query) => {
+      expect(checkQueryShape(`a=1&${query}`)).toMatchObject({ code: 'invalid_query' });
+    });
+
+  it('accepts names that only contain "method"', () => {
+    expect(checkQueryShape('method=x&payment_method=card&methods[]=a')).toBeUndefined();
+  });
+
+  it(`refuses more than ${DEFAULT_MAX_QUERY_PARAMS} pairs by default, counting empty ones as Node's querystring does`, () => {
+    const pairs = (n: number): string => Array.from({ length: n }, (_, i) => `k${i}=`).join('&');
+    expect(checkQueryShape(pairs(DEFAULT_MAX_QUERY_PARAMS))).toBeUndefined();
+    expect(checkQueryShape(pairs(DEFAULT_MAX_QUERY_PARAMS + 1))).toMatchObject({ code: 'too_many_query_parameters' });
+    expect(checkQueryShape('&'.repeat(DEFAULT_MAX_QUERY_PARAMS))).toMatchObject({ code: 'too_many_query_parameters' });
+  });
+
+  it('takes the limit as a parameter', () => {
+    expect(checkQueryShape('a=1&b=2&c=3', 3)).toBeUndefined();
+    expect(checkQueryShape('a=1&b=2&c=3&d=4', 3)).toMatchObject({ code: 'too_many_query_parameters', message: expect.stringContaining('at most 3') });
+  });
+});
+
+describe('overridesMethod (form bodies)', () => {
+  it('finds "_method" under any spelling and none otherwise', () => {
+    expect(overridesMethod('a=1&.method=PUT')).toBe(true);
+    expect(overridesMethod('a=1&_Method=PUT')).toBe(true);
+    expect(overridesMethod('a=1&b=method')).toBe(false);
+    expect(overridesMethod('a=%zz')).toBe(false);
+  });
+});
+
+describe('keyReadAs', () => {
+  it('finds a query key some framework reads as a given name', () => {
+    expect(keyReadAs('x=1&amount%00=5', new Set(['amount']))).toBe('amount\\u0000');
+    expect(keyReadAs('x=1&Amount=5', new Set(['amount']))).toBe('Amount');
+    expect(keyReadAs('x=1&amounts=5', new Set(['amount']))).toBeUndefined();
+    expect(keyReadAs(undefined, new Set(['amount']))).toBeUndefined();
   });
 });
 

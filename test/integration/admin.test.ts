@@ -1,0 +1,92 @@
+import { once } from 'node:events';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { startRecorder, type Recorder } from '../support/recorder.js';
+
+// The admin listener as `serve` runs it: probes and /metrics open, the rest only with the admin token,
+// and no approvals API that nobody (or everybody) can use without saying so.
+const BILLING = `${ROOT}config/examples/billing.yaml`;
+const SMS = `${ROOT}config/examples/sms.yaml`;
+const TOKEN = 'admin-test-token-5f1c0e9d8b11';
+const env = { SMS_APPROVAL_WEBHOOK_URL: 'http://127.0.0.1:9/hook', AGENTS_CHAIN_ADMIN_TOKEN: '', AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN: '' };
+
+async function get(url: string, token?: string): Promise<{ status: number; json: any }> {
+  const r = await request(url, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  const text = await r.body.text();
+  let json: unknown = text;
+  try { json = JSON.parse(text); } catch { /* metrics text */ }
+  return { status: r.statusCode, json };
+}
+
+describe('admin listener access (serve)', () => {
+  let app: Recorder;
+  let dir: string;
+  const children: ChildProcess[] = [];
+  beforeAll(async () => {
+    requireBuild();
+    app = await startRecorder();
+    dir = await mkdtemp(join(tmpdir(), 'agents-chain-admin-'));
+  });
+  afterAll(async () => {
+    for (const c of children) if (c.exitCode === null) { c.kill('SIGTERM'); await once(c, 'exit'); }
+    await app.close();
+  });
+  const args = (policy: string, ...more: string[]) => ['serve', '--policy', policy, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--no-watch', ...more];
+  const serve = async (policy: string, extraEnv: Record<string, string> = {}, ...more: string[]) => {
+    const sc = await startCli(args(policy, ...more), /sidecar listening/, { ...env, ...extraEnv });
+    children.push(sc.child);
+    return { admin: JSON.parse(sc.line).admin as string, output: sc.output };
+  };
+
+  it('refuses to start an approvals API without a token, naming the flag', async () => {
+    const r = await runCli(args(SMS), env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('refusing to start');
+    expect(r.stderr).toContain('accessRequests');
+    expect(r.stderr).toContain('--admin-insecure-no-token');
+    expect(r.stderr).toContain('AGENTS_CHAIN_ADMIN_TOKEN');
+    const both = await runCli(args(SMS, '--admin-insecure-no-token'), { ...env, AGENTS_CHAIN_ADMIN_TOKEN: TOKEN });
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/not both/);
+  });
+
+  it('with a token: /stats, agents and approvals need it; /metrics, /healthz and /readyz stay open', async () => {
+    const file = join(dir, 'admin-token');
+    await writeFile(file, `${TOKEN}\n`);
+    const { admin } = await serve(SMS, {}, '--admin-token-file', file);
+    expect((await get(`${admin}/stats`)).status).toBe(401);
+    expect((await get(`${admin}/stats`, 'wrong')).status).toBe(401);
+    expect(await get(`${admin}/stats`, TOKEN)).toMatchObject({ status: 200, json: { audit: null } });
+    expect((await get(`${admin}/stats/entries`)).status).toBe(401);
+    expect((await get(`${admin}/approvals`)).status).toBe(401);
+    expect(await get(`${admin}/approvals`, TOKEN)).toMatchObject({ status: 200, json: { requests: [] } });
+    expect((await get(`${admin}/agents`)).status).toBe(401);
+    expect((await get(`${admin}/healthz`)).status).toBe(200);
+    expect((await get(`${admin}/readyz`)).status).toBe(200);
+    const metrics = await get(`${admin}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(metrics.json).toContain('agents_chain_');
+  });
+
+  it('without a token (no approvals in the policy): everything but the probes and /metrics is closed', async () => {
+    const { admin } = await serve(BILLING);
+    expect(await get(`${admin}/stats`)).toMatchObject({ status: 403, json: { error: 'admin_disabled' } });
+    expect(await get(`${admin}/agents`)).toMatchObject({ status: 403, json: { error: 'admin_disabled' } });
+    expect((await get(`${admin}/healthz`)).status).toBe(200);
+    expect((await get(`${admin}/metrics`)).status).toBe(200);
+  });
+
+  it('--admin-insecure-no-token serves the approvals API without a token, and says so at startup', async () => {
+    const { admin, output } = await serve(SMS, {}, '--admin-insecure-no-token');
+    expect(output()).toMatch(/admin API open without a token/);
+    expect(await get(`${admin}/approvals`)).toMatchObject({ status: 200, json: { requests: [] } });
+    expect((await get(`${admin}/stats`)).status).toBe(200);
+    const viaEnv = await serve(SMS, { AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN: 'true' });
+    expect((await get(`${viaEnv.admin}/approvals`)).status).toBe(200);
+  });
+});

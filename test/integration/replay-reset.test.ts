@@ -1,0 +1,239 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { loadPolicyText } from '../../src/policy/load.js';
+import { startSidecar } from '../../src/proxy/server.js';
+import { billingPolicy, testAgent, type TestAgent } from '../support/fixture.js';
+import { startRecorder } from '../support/recorder.js';
+import { disposableRedis, testPrefix } from '../support/redis.js';
+import { until } from '../support/until.js';
+
+/**
+ * Issue 15 item 11: a Redis that loses its data must not reopen the tokens
+ * spent before the loss. Real redis-server processes killed with SIGKILL and
+ * restarted (empty, or from a stale snapshot), flushed, under load, through
+ * the real sidecar.
+ */
+
+async function get(url: string, token: string): Promise<{ status: number; error?: string }> {
+  const r = await request(url, { headers: { authorization: `Bearer ${token}` } });
+  const text = await r.body.text();
+  return { status: r.statusCode, error: text ? (JSON.parse(text) as { error?: string }).error : undefined };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function metric(text: string, name: string, labels = ''): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line ? Number(line.split(' ')[1]) : NaN;
+}
+
+interface Running { logs: string[]; adminUrl: string; agents: { bot: TestAgent; other: TestAgent }; call(token: string): Promise<{ status: number; error?: string }>; fresh(): Promise<string>; close(): Promise<void> }
+
+/** A real sidecar (in process) in front of a real app, its replay window in the Redis at `url`; agents shared when given. */
+async function sidecarOn(url: string, agents?: { bot: TestAgent; other: TestAgent }): Promise<Running> {
+  const bot = agents?.bot ?? await testAgent('agent-billing-bot');
+  const other = agents?.other ?? await testAgent('agent-other');
+  const app = await startRecorder();
+  const logs: string[] = [];
+  const policy = await loadPolicyText(billingPolicy({ bot, other }), 'billing.yaml');
+  const sidecar = await startSidecar({
+    policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('debug', (l) => logs.push(l)),
+    redis: { url, prefix: testPrefix('reset') }, metrics: { processMetrics: false },
+  });
+  return {
+    logs, adminUrl: sidecar.adminUrl,
+    call: (token) => get(`${sidecar.url}/invoices/inv-1`, token),
+    fresh: () => bot.signer.sign('getInvoice'),
+    agents: { bot, other },
+    async close() { await sidecar.close(); await app.close(); },
+  };
+}
+
+/** Replays every token, over and over, counting the ones let through, until `stop()`. */
+function replayLoop(s: Running, tokens: string[]): { stop(): Promise<{ accepted: number; codes: Record<string, number> }> } {
+  let stopped = false;
+  let accepted = 0;
+  const codes: Record<string, number> = {};
+  const workers = [0, 1, 2, 3].map(async (w) => {
+    while (!stopped) {
+      for (let i = w; i < tokens.length && !stopped; i += 4) {
+        const r = await s.call(tokens[i]!);
+        if (r.status === 200) accepted++;
+        codes[r.error ?? String(r.status)] = (codes[r.error ?? String(r.status)] ?? 0) + 1;
+      }
+    }
+  });
+  return { async stop() { stopped = true; await Promise.all(workers); return { accepted, codes }; } };
+}
+
+/** Fresh calls in a loop; the tokens that passed are kept (they are "used"). */
+function loadLoop(s: Running): { used: string[]; stop(): Promise<void> } {
+  let stopped = false;
+  const used: string[] = [];
+  const run = (async () => {
+    while (!stopped) {
+      const t = await s.fresh();
+      if ((await s.call(t)).status === 200) used.push(t);
+    }
+  })();
+  return { used, async stop() { stopped = true; await run; } };
+}
+
+async function warm(s: Running): Promise<void> {
+  await until(async () => (await s.call(await s.fresh())).status === 200, 5_000);
+}
+
+const cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+describe('a Redis that restarts empty (kill -9, no persistence)', () => {
+  it('under load: no token used before the kill is accepted again, fresh tokens pass after recovery; warned and counted', async () => {
+    const redis = await disposableRedis();
+    await redis.start();
+    cleanup.push(() => redis.kill());
+    const s = await sidecarOn(redis.url);
+    cleanup.push(() => s.close());
+    await warm(s);
+
+    const load = loadLoop(s);
+    await sleep(400);
+    await redis.kill();
+    const used = [...load.used];
+    expect(used.length).toBeGreaterThan(10);
+    // Replays hammer the sidecar from before Redis is back, so the first claims on the empty Redis are replays.
+    const replays = replayLoop(s, used);
+    await redis.start();
+    const back = Date.now();
+    await until(async () => (await s.call(await s.fresh())).status === 200, 5_000);
+    const recoveredMs = Date.now() - back;
+    await sleep(1_000); // replays keep coming after recovery
+    const result = await replays.stop();
+    await load.stop();
+
+    expect(result.accepted).toBe(0);
+    expect(result.codes.replay_window_reset).toBeGreaterThan(0);
+    expect(recoveredMs).toBeLessThan(3_000);
+    // Fresh tokens pass; the old ones stay refused.
+    expect((await s.call(await s.fresh())).status).toBe(200);
+    expect(await s.call(used[0]!)).toMatchObject({ status: 401 });
+    const warned = s.logs.filter((l) => l.includes('replay window reset'));
+    expect(warned.length).toBeGreaterThan(0);
+    expect(JSON.parse(warned[0]!)).toMatchObject({ level: 'warn' });
+    const m = await (await fetch(`${s.adminUrl}/metrics`)).text();
+    expect(metric(m, 'agents_chain_replay_store_resets_total', '{cause="marker_missing"}') + metric(m, 'agents_chain_replay_store_resets_total', '{cause="server_changed"}')).toBeGreaterThanOrEqual(1);
+    expect(metric(m, 'agents_chain_denials_total', '{capability="getInvoice",reason="replay_window_reset"}')).toBeGreaterThan(0);
+  }, 30_000);
+
+  it('a sidecar started after the loss learns it from the marker and refuses the old tokens too', async () => {
+    const redis = await disposableRedis();
+    await redis.start();
+    cleanup.push(() => redis.kill());
+    const a = await sidecarOn(redis.url);
+    cleanup.push(() => a.close());
+    await warm(a);
+    const used: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = await a.fresh();
+      expect((await a.call(t)).status).toBe(200);
+      used.push(t);
+    }
+    await redis.kill();
+    await redis.start();
+    // A finds the loss (and writes the new marker); C has never seen this Redis.
+    await until(async () => (await a.call(await a.fresh())).status === 200, 5_000);
+    const c = await sidecarOn(redis.url, a.agents); // the same agents and keys: A's tokens verify at C
+    cleanup.push(() => c.close());
+    await until(async () => (await fetch(`${c.adminUrl}/readyz`)).status === 200, 5_000);
+    for (const t of used) expect(await c.call(t)).toMatchObject({ status: 401, error: 'replay_window_reset' });
+    expect(c.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"epoch_changed"'))).toBe(true);
+  }, 30_000);
+});
+
+describe('a Redis flushed without a reconnect', () => {
+  it('FLUSHALL takes the marker with it: the next claim finds the loss and the old tokens are refused', async () => {
+    const redis = await disposableRedis();
+    await redis.start();
+    cleanup.push(() => redis.kill());
+    const s = await sidecarOn(redis.url);
+    cleanup.push(() => s.close());
+    await warm(s);
+    const used: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = await s.fresh();
+      expect((await s.call(t)).status).toBe(200);
+      used.push(t);
+    }
+    const admin = new Redis(redis.url);
+    cleanup.push(async () => admin.disconnect());
+    await admin.flushall();
+    for (const t of used) expect((await s.call(t)).status).toBe(401);
+    expect((await s.call(used[0]!)).error).toMatch(/^(replay_window_reset|token_replayed)$/);
+    expect(s.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"marker_missing"'))).toBe(true);
+    await until(async () => (await s.call(await s.fresh())).status === 200, 3_000);
+  }, 20_000);
+});
+
+/** A redis-server that snapshots to `dir` only when told (SAVE), and restarts from that snapshot. */
+async function snapshotRedis(): Promise<{ url: string; start(): Promise<void>; kill(): Promise<void>; dir: string }> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  const dir = await mkdtemp(join(tmpdir(), 'agents-chain-rdb-'));
+  let child: ChildProcess | undefined;
+  return {
+    url: `redis://127.0.0.1:${port}`, dir,
+    async start() {
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--dbfilename', 'dump.rdb', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        child!.stdout!.on('data', (d) => { out += d; if (/Ready to accept connections/.test(out)) resolve(); });
+        child!.on('exit', (code) => reject(new Error(`redis-server exited ${code}: ${out}`)));
+      });
+    },
+    async kill() {
+      if (!child || child.exitCode !== null) return;
+      const c = child;
+      await new Promise<void>((resolve) => { c.once('exit', () => resolve()); c.kill('SIGKILL'); });
+    },
+  };
+}
+
+describe('a Redis restarted from a stale snapshot (the marker survived, the last ids did not)', () => {
+  it('the changed run_id is a reset: tokens used after the snapshot are not accepted again', async () => {
+    const redis = await snapshotRedis();
+    await redis.start();
+    cleanup.push(async () => { await redis.kill(); await rm(redis.dir, { recursive: true, force: true }); });
+    const s = await sidecarOn(redis.url);
+    cleanup.push(() => s.close());
+    await warm(s);
+    const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    await admin.save(); // the marker is in the snapshot
+    admin.disconnect();
+    const used: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = await s.fresh();
+      expect((await s.call(t)).status).toBe(200);
+      used.push(t);
+    }
+    await redis.kill();
+    await redis.start();
+    const replays = replayLoop(s, used);
+    await until(async () => (await s.call(await s.fresh())).status === 200, 5_000);
+    const result = await replays.stop();
+    expect(result.accepted).toBe(0);
+    for (const t of used) expect((await s.call(t)).status).toBe(401);
+    expect(s.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"server_changed"'))).toBe(true);
+    // It really came back from the snapshot, marker included: only the server's new run_id told.
+    expect(s.logs.some((l) => l.includes('"cause":"marker_missing"'))).toBe(false);
+  }, 30_000);
+});
