@@ -84,6 +84,9 @@ export class RedisReplayStore implements ReplayStore {
   /** A (re)connect whose server is not yet compared: claims wait for it. */
   private serverCheck: Promise<boolean> | undefined;
   private checkError = '';
+  private warnedPolicy: string | undefined;
+  private readonly watch: boolean;
+  private checkedSocket: unknown;
 
   constructor(private readonly redis: RedisClient, private readonly opts: RedisReplayOptions) {
     redis.defineCommand('agentsChainReplayClaim', { numberOfKeys: 2, lua: CLAIM });
@@ -92,11 +95,20 @@ export class RedisReplayStore implements ReplayStore {
     this.now = opts.now ?? Date.now;
     this.groups = Math.max(1, opts.slotGroups ?? 1);
     this.epochs = new Array<string>(this.groups).fill('');
-    if (opts.watchServer !== false) {
-      // 'ready' is emitted before any command can flow on the new connection: no claim slips in unchecked.
-      redis.on('ready', () => { this.serverCheck = this.checkServer(); });
-      if (redis.status === 'ready') this.serverCheck = this.checkServer();
-    }
+    this.watch = opts.watchServer !== false;
+    // Checked as soon as a connection is ready, and again by any claim that finds a socket not checked yet:
+    // ioredis emits 'ready' a tick after commands may flow, so the event alone could let a claim slip through.
+    if (this.watch) redis.on('ready', () => this.watchConnection());
+    this.watchConnection();
+  }
+
+  /** A new socket (a reconnect, a failover) gets its server compared before any claim of ours runs on it. */
+  private watchConnection(): void {
+    if (!this.watch || this.redis.status !== 'ready') return;
+    const socket = (this.redis as { stream?: unknown }).stream;
+    if (socket === this.checkedSocket) return;
+    this.checkedSocket = socket;
+    this.serverCheck = this.checkServer();
   }
 
   lastReset(): number | undefined {
@@ -104,6 +116,7 @@ export class RedisReplayStore implements ReplayStore {
   }
 
   async claim(key: string, ttlMs: number): Promise<boolean> {
+    this.watchConnection();
     if (this.serverCheck) await this.serverChecked();
     const group = this.groups === 1 ? 0 : slotGroup(key, this.groups);
     const tag = `${REPLAY_NAMESPACE}:{${group}}:`;
@@ -158,15 +171,21 @@ export class RedisReplayStore implements ReplayStore {
         return;
       }
       this.serverCheck = this.checkServer();
-      throw new ReplayStoreUnavailableError(`replay store (Redis) connected, but its server could not be identified (INFO server): ${this.checkError}`);
+      throw new ReplayStoreUnavailableError(`replay store (Redis) connected, but its server could not be identified (INFO): ${this.checkError}`);
     }
   }
 
   /** Another run_id than before: the server restarted or failed over; what it holds may be older than what we spent. */
   private async checkServer(): Promise<boolean> {
     try {
-      const info = await this.redis.info('server');
+      const info = await this.redis.info();
       const runId = /^run_id:(\S+)/m.exec(info)?.[1];
+      const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
+      // An evicting Redis drops replay ids (they carry a TTL: volatile-* policies pick them first) without a trace.
+      if (policy && policy !== 'noeviction' && policy !== this.warnedPolicy) {
+        this.opts.log.warn('Redis may evict replay ids when full, and a token would then pass twice: set maxmemory-policy noeviction', { maxmemoryPolicy: policy });
+      }
+      this.warnedPolicy = policy;
       if (this.runId !== undefined && runId !== this.runId) {
         const at = this.now();
         this.reset(at, 'server_changed', { previousRunId: this.runId, runId });

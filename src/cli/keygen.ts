@@ -5,7 +5,7 @@ import { generateAgentKeyPair, importAgentKey, thumbprintOf } from '../identity/
 import { parseCommand, required } from './args.js';
 
 const USAGE = `Usage: agents-chain keygen --out DIR [--name NAME] [--host]
-       agents-chain keygen --public-of JWK
+       agents-chain keygen --public-of PRIVATE_JWK
 
 Creates an Ed25519 key pair for an agent (or, with --host, a host):
   DIR/NAME.private.jwk.json   (mode 0600; stays with the agent or host,

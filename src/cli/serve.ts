@@ -65,7 +65,8 @@ Options (each also read from the environment variable shown):
                                                             AGENTS_CHAIN_REDIS_SENTINELS
   --redis-cluster H:P,...  Redis Cluster seed nodes instead of --redis
                                                             AGENTS_CHAIN_REDIS_CLUSTER
-  --redis-prefix P         key prefix [agents-chain:{<provider name>}:]
+  --redis-prefix P         key prefix [agents-chain:{<provider name>}:]; token ids are
+                           kept apart from it, under agents-chain-replay:, spent once for all services
                                                             AGENTS_CHAIN_REDIS_PREFIX
   --redis-timeout-ms N     command timeout; slower answers refuse the call [250]
   --metrics-agent-label    also count calls per agent (agents_chain_agent_requests_total)

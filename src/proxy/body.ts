@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { deny, type Denial } from '../errors.js';
+import { nameReadings } from '../routing/query.js';
 
 /** The client hung up before sending its whole body: nothing to answer, nothing to forward. */
 export class ClientAbortedError extends Error {
@@ -107,6 +108,22 @@ function mayHoldMethodKey(body: Buffer): boolean {
     let same = true;
     for (let j = 0; j < 6 && same; j++) same = (body[i + 1 + j]! | 0x20) === METHOD[j];
     if (same) return true;
+  }
+  return false;
+}
+
+/**
+ * True when a multipart/form-data body has a part named "_method" under any
+ * name a framework reads as it (Laravel, Symfony and Rack read multipart
+ * fields like form fields; PHP mangles ".method" to "_method" here too).
+ */
+export function multipartMethodOverride(body: Buffer): boolean {
+  const text = body.toString('latin1');
+  if (!/method/i.test(text)) return false;
+  const disposition = /^content-disposition:[^\r\n]*?;\s*name\s*=\s*(?:"((?:[^"\\\r\n]|\\.)*)"|([^;\s]*))/gim;
+  for (const m of text.matchAll(disposition)) {
+    const name = (m[1] ?? m[2] ?? '').replace(/\\(.)/g, '$1');
+    if (nameReadings(name).has('_method')) return true;
   }
   return false;
 }

@@ -11,6 +11,7 @@ import { grantKey, type Capability, type Policy } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
 import { checkQueryShape, queryNames, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget } from '../routing/target.js';
+import { jsonMethodOverride } from './body.js';
 import { upstreamRequestHeaders } from './headers.js';
 import { presentSuccess } from './present.js';
 import { sendJson } from './respond.js';
@@ -71,7 +72,7 @@ async function requestPermission(call: Call, res: ServerResponse, deps: Deps, re
   const grant = findActiveGrant(deps.policy.grants, agent.id, cap.name, deps.now());
   if (isDenial(grant)) return refuse(grant, cap);
 
-  const planned = plannedCall(deps.policy, cap, args, path, deps.maxBodyBytes);
+  const planned = plannedCall(deps.policy, cap, args, path, deps.maxBodyBytes, deps.maxQueryParams);
   if (isDenial(planned)) return refuse(planned, cap);
   const plan = planArguments(grant.constraints, cap.method, planned.params);
   const query = readConstrainedQuery(planned.query, plan.query);
@@ -118,7 +119,7 @@ interface PlannedCall {
 }
 
 /** The exact request that runs if a human approves: the capability's route, the given path, the args as JSON body. */
-function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unknown, maxBodyBytes: number): PlannedCall | Denial {
+function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unknown, maxBodyBytes: number, maxQueryParams?: number): PlannedCall | Denial {
   const hasParams = cap.path.includes('{');
   const raw = path === undefined ? (hasParams ? undefined : cap.path) : path;
   if (typeof raw !== 'string') return deny('invalid_body', `"path" is required: ${cap.name} is ${cap.method} ${cap.path}`);
@@ -129,7 +130,7 @@ function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unkno
     return deny('invalid_path', `"${target.path}" is not a path of ${cap.name} (${cap.method} ${cap.path})`);
   }
   // The same request-shape rules as a normal call: what a human approves is what runs.
-  const shape = checkQueryShape(target.query);
+  const shape = checkQueryShape(target.query, maxQueryParams);
   if (shape) return shape;
   if (URL_ARGUMENT_METHODS.has(cap.method)) {
     const empty = args === undefined || args === null || (typeof args === 'object' && !Array.isArray(args) && Object.keys(args).length === 0);
@@ -138,6 +139,7 @@ function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unkno
   }
   if (typeof args !== 'object' || args === null || Array.isArray(args)) return deny('invalid_body', '"args" must be the JSON object the call would send');
   const body = Buffer.from(JSON.stringify(args));
+  if (jsonMethodOverride(body, args)) return deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
   if (body.length > (cap.maxBodyBytes ?? maxBodyBytes)) return deny('body_too_large', `"args" exceed the ${cap.name} body limit`);
   const fields = new Set(Object.keys(args));
   const shadow = [...queryNames(target.query)].find((n) => fields.has(n));

@@ -412,3 +412,24 @@ describe('Slack notifications of agent text', () => {
     }
   });
 });
+
+describe('the approvals API needs an admin token (library)', () => {
+  it('startSidecar refuses a policy with accessRequests and no token, unless adminInsecureNoToken', async () => {
+    const { loadPolicyText } = await import('../../src/policy/load.js');
+    const { smsPolicy } = await import('../support/approvals.js');
+    const { testAgent } = await import('../support/fixture.js');
+    const { startSidecar } = await import('../../src/proxy/server.js');
+    const { createLogger } = await import('../../src/log.js');
+    const policy = await loadPolicyText(smsPolicy([await testAgent('a')], { webhookUrl: 'http://127.0.0.1:9/x' }), 'p.yaml');
+    const base = { policy, upstream: 'http://127.0.0.1:9', listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}) };
+    await expect(startSidecar(base)).rejects.toThrow(/--admin-insecure-no-token/);
+    const open = await startSidecar({ ...base, adminInsecureNoToken: true });
+    try {
+      const r = await request(`${open.adminUrl}/approvals`);
+      expect(r.statusCode).toBe(200);
+      await r.body.text();
+    } finally {
+      await open.close();
+    }
+  });
+});

@@ -103,6 +103,7 @@ function backendSuite(name: BackendName): void {
       expect((await direct('GET /items?%20limit=500 HTTP/1.1')).query.limit).toBe('500');
       expect((await direct('POST /items?.method=DELETE HTTP/1.1', json, '{"qty":1}')).method).toBe('DELETE');
       expect((await direct('GET /health HTTP/1.1', ['X-Agent.Id: agent-admin'])).headers['x-agent-id']).toBe('agent-admin');
+      expect((await direct('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], '--b\r\nContent-Disposition: form-data; name=".method"\r\n\r\nDELETE\r\n--b--\r\n')).method).toBe('DELETE');
     }
     if (name === 'go') expect((await direct('POST /items HTTP/1.1', json, '{"qty":1,"_METHOD":"DELETE"}')).method).toBe('DELETE');
     if (name === 'node') {
@@ -134,6 +135,11 @@ function backendSuite(name: BackendName): void {
     it('forwards the constrained name spelled once, as the policy names it', async () => {
       const seen = await forwarded(send('GET /items?per_page=10&limit=5 HTTP/1.1', [await auth('listItems')]));
       expect(JSON.stringify(seen.query)).toContain('"per_page"');
+    });
+
+    it('refuses a query copy of a constrained body field under a PHP spelling', async () => {
+      await expectRefused(send('POST /items?qty%00=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
+      await expectRefused(send('POST /items?%20qty=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
     });
 
     it('refuses ".method", PHP\'s "_method", in the query', async () => {
@@ -179,6 +185,7 @@ function backendSuite(name: BackendName): void {
       ['a JSON body', 'application/json', '{"url":"x","_method":"DELETE"}'],
       ['a form body', 'application/x-www-form-urlencoded', 'url=x&_method=DELETE'],
       ['a form body, PHP\'s ".method"', 'application/x-www-form-urlencoded', 'url=x&.method=DELETE'],
+      ['a multipart body', 'multipart/form-data; boundary=b', '--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'],
     ])('refuses it in %s on a public route (the app would route a tokenless POST as the guarded DELETE)', async (_what, type, body) => {
       await expectRefused(send('POST /hooks HTTP/1.1', [`Content-Type: ${type}`], body), 400, 'invalid_body');
     });

@@ -249,7 +249,7 @@ describe('registered agents shared through Redis', () => {
   it('an agent registered on replica A calls through replica B; revoked on B, its next call on A is refused', async () => {
     const { createHostSigner } = await import('../../src/identity/client.js');
     const { generateAgentKeyPair } = await import('../../src/identity/keys.js');
-    const { registrationPolicy } = await import('../support/registration.js');
+    const { registration, registrationPolicy } = await import('../support/registration.js');
     const hostKeys = await generateAgentKeyPair();
     const host = await createHostSigner(hostKeys.privateJwk);
     const app = await startRecorder();
@@ -260,9 +260,10 @@ describe('registered agents shared through Redis', () => {
     try {
       for (const s of [a, b]) await until(async () => (await fetch(`${s.adminUrl}/readyz`)).status === 200);
       const keys = await generateAgentKeyPair();
+      const made = await registration(host, keys, { name: 'shared-bot' });
       const reg = await request(`${a.url}/agent/register`, {
-        method: 'POST', headers: { authorization: `Bearer ${await host.sign('https://billing.example.com', { agentPublicKey: keys.publicJwk })}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: 'shared-bot' }),
+        method: 'POST', headers: { authorization: `Bearer ${made.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(made.body),
       });
       expect(reg.statusCode).toBe(201);
       const { agent_id: id } = await reg.body.json() as { agent_id: string };

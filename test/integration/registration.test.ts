@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createAgentProof, createAgentSigner, createHostSigner, hostTokenHash, type HostSigner } from '../../src/identity/client.js';
-import { generateAgentKeyPair, type AgentKeyPair } from '../../src/identity/keys.js';
+import { generateAgentKeyPair, thumbprintOf, type AgentKeyPair } from '../../src/identity/keys.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
 import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
@@ -278,7 +278,7 @@ describe('registration proves possession of a safe agent key', () => {
   });
 
   it('answers 400 invalid_agent_key for the small-order and non-canonical keys, and registers none of them', async () => {
-    const { smallOrderPoints, nonCanonicalEncodings } = await import('../support/ed25519.js');
+    const { identitySignature, smallOrderPoints, nonCanonicalEncodings } = await import('../support/ed25519.js');
     const before = (await adminAgents()).length;
     const unsafe = [...smallOrderPoints().map((s) => s.encoding), ...nonCanonicalEncodings().slice(0, 4).map((n) => n.encoding)];
     for (const bytes of unsafe) {
@@ -286,6 +286,13 @@ describe('registration proves possession of a safe agent key', () => {
       // No proof can be made without a private key, but the key is refused first, and as what it is.
       const r = await post(await hostB.sign(ISSUER, { agentPublicKey: jwk }), { name: 'torsion' });
       expect(r, bytes.toString('hex')).toMatchObject({ status: 400, json: { error: 'invalid_agent_key', message: expect.stringMatching(/small order|non-canonical/) } });
+      // The forged token (R = identity, S = 0) that node:crypto would accept for this key names an agent that does not exist.
+      const thumbprint = await thumbprintOf(jwk);
+      const now = Math.floor(Date.now() / 1000);
+      const h = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'agent+jwt' })).toString('base64url');
+      const p = Buffer.from(JSON.stringify({ sub: `agt_${thumbprint}`, iss: thumbprint, aud: 'getInvoice', iat: now, exp: now + 60, jti: `forged-${thumbprint}` })).toString('base64url');
+      const forged = await call(`${sidecar.url}/invoices/inv-1`, { token: `${h}.${p}.${identitySignature()}` });
+      expect(forged).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
     }
     expect((await adminAgents()).length).toBe(before);
     expect(app.requests).toHaveLength(0);

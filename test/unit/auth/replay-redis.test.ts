@@ -90,7 +90,20 @@ describe('RedisReplayStore', () => {
     clients.push(client);
     await until(() => client.status === 'ready');
     const s = new RedisReplayStore(client, { log, windowMs: WINDOW });
-    await expect(s.claim('agent:T:noinfo', 1_000)).rejects.toThrow(/INFO server.*NOPERM/);
+    await expect(s.claim('agent:T:noinfo', 1_000)).rejects.toThrow(/INFO.*NOPERM/);
+  });
+
+  it('warns when Redis may evict replay ids (any maxmemory-policy but noeviction)', async () => {
+    const a = await store();
+    await a.client.config('SET', 'maxmemory-policy', 'volatile-lru');
+    const lines: string[] = [];
+    const client = connectRedis({ url: redis.url, prefix: '' }, log);
+    clients.push(client);
+    const s = new RedisReplayStore(client, { log: createLogger('warn', (l) => lines.push(l)), windowMs: WINDOW });
+    await until(() => client.status === 'ready');
+    await s.claim('agent:T:evict', 1_000);
+    await a.client.config('SET', 'maxmemory-policy', 'noeviction');
+    expect(lines.filter((l) => l.includes('maxmemory-policy noeviction') && l.includes('"maxmemoryPolicy":"volatile-lru"'))).toHaveLength(1);
   });
 
   it('refuses with ReplayStoreUnavailableError when Redis does not answer', async () => {

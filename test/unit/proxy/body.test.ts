@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonMethodOverride } from '../../../src/proxy/body.js';
+import { jsonMethodOverride, multipartMethodOverride } from '../../../src/proxy/body.js';
 
 const b = (s: string): Buffer => Buffer.from(s);
 
@@ -31,5 +31,18 @@ describe('jsonMethodOverride', () => {
   it('reuses a body that was already parsed', () => {
     expect(jsonMethodOverride(b('ignored'), { _method: 'DELETE' })).toBe(true);
     expect(jsonMethodOverride(b('{"_method":"DELETE"}'), { other: 1 })).toBe(false);
+  });
+});
+
+describe('multipartMethodOverride', () => {
+  const part = (name: string, value = 'DELETE'): string => `--b\r\nContent-Disposition: form-data; name=${name}\r\n\r\n${value}\r\n`;
+  const body = (...parts: string[]): Buffer => b(`${parts.join('')}--b--\r\n`);
+
+  it.each(['"_method"', '"_METHOD"', '".method"', '" _method"', '_method', '"_method[]"', '"\\_method"'])('finds a part named %s', (name) => {
+    expect(multipartMethodOverride(body(part('"file"; filename="a.txt"', 'x'), part(name)))).toBe(true);
+  });
+
+  it('finds none in other parts, file names or values', () => {
+    expect(multipartMethodOverride(body(part('"file"; filename="_method"', '_method=DELETE'), part('"payment_method"', 'card')))).toBe(false);
   });
 });
