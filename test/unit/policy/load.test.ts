@@ -205,9 +205,10 @@ describe('loadPolicyText: meaning problems', () => {
 
   it('refuses an x that is 43 characters but not canonical base64url of 32 bytes', async () => {
     const bad = X_A.slice(0, -1) + 'p'; // non-zero trailing bits
-    const i = await issueAt(replaceLine(15, `    publicKey: { kty: OKP, crv: Ed25519, x: "${bad}" }`), 'agents[0].publicKey');
+    const i = await issueAt(replaceLine(15, `    publicKey: { kty: OKP, crv: Ed25519, x: "${bad}" }`), 'agents[0].publicKey.x');
     expect(i.line).toBe(15);
-    expect(i.message).toMatch(/malformed Ed25519 public key/);
+    expect(i.column).toBe(45);
+    expect(i.message).toMatch(/Ed25519 public key refused: "x" must be 32 bytes, base64url without padding/);
   });
 
   it('refuses two agents sharing one key', async () => {
