@@ -5,22 +5,27 @@
  * A key is normalised first: ASCII letters lowercased, the separators `-`,
  * `_`, `.` and space removed (`Client-Secret`, `client_secret`, `clientSecret`
  * all become `clientsecret`). It is a secret when the normalised key is one of
- * SECRET_NAMES, or ends with one of SECRET_SUFFIXES. Nothing else matches: a
- * substring rule (`auth`, `key`) hid `author` and `keyword` from reviewers.
+ * SECRET_NAMES, ends with one of SECRET_SUFFIXES, or starts with one of
+ * SECRET_PREFIXES. Nothing else matches: a substring rule (`auth`, `key`) hid
+ * `author` and `keyword` from reviewers.
  * Policies add their own patterns for the audit trail with `audit.redact`.
  */
 
 /** Exact names (normalised). */
 export const SECRET_NAMES: readonly string[] = [
   'auth', 'authorization', 'proxyauthorization', 'bearer', 'jwt', 'cookie', 'setcookie', 'session', 'sessionid',
-  'pwd', 'pass', 'passphrase',
+  'pwd', 'pass', 'passphrase', 'key', 'privkey', 'xauth', 'authheader', 'creds',
 ];
 
 /** Endings (normalised): `token` covers token, access_token, refresh_token, id_token, auth_token, csrf_token... */
 export const SECRET_SUFFIXES: readonly string[] = [
   'secret', 'secrets', 'token', 'password', 'passwords', 'passwd',
-  'apikey', 'apikeys', 'privatekey', 'secretkey', 'accesskey', 'credential', 'credentials',
+  'apikey', 'apikeys', 'privatekey', 'secretkey', 'accesskey', 'credential', 'credentials', 'creds',
+  'sshkey', 'signingkey', 'encryptionkey', 'hmackey', 'masterkey', 'privkey', 'clientkey', 'keybase',
 ];
+
+/** Beginnings (normalised): key material under a longer name (`private_key_pem`, `privateKeyId`). */
+export const SECRET_PREFIXES: readonly string[] = ['privatekey'];
 
 export const REDACTED = '[REDACTED]';
 
@@ -36,7 +41,10 @@ export const SECRET_KEY_PATTERN: RegExp = (() => {
   const sep = '[-_. ]*';
   const spell = (w: string): string => [...w].join(sep);
   // Leading separators belong to the names branch only: `^[sep]*[^]*` would backtrack quadratically on a long run of them.
-  return new RegExp(`^(?:${sep}(?:${SECRET_NAMES.map(spell).join('|')})|[^]*(?:${SECRET_SUFFIXES.map(spell).join('|')}))${sep}$`, 'i');
+  const names = `${sep}(?:${SECRET_NAMES.map(spell).join('|')})${sep}`;
+  const suffixes = `[^]*(?:${SECRET_SUFFIXES.map(spell).join('|')})${sep}`;
+  const prefixes = `${sep}(?:${SECRET_PREFIXES.map(spell).join('|')})[^]*`;
+  return new RegExp(`^(?:${names}|${suffixes}|${prefixes})$`, 'i');
 })();
 
 /** The built-in rule for one key. */

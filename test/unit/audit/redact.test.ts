@@ -4,7 +4,7 @@ import { openBatch, parseKeyring, type AuditBatch } from '../../../src/audit/cry
 import type { AuditEntry } from '../../../src/audit/entry.js';
 import { RawJson } from '../../../src/audit/raw-json.js';
 import {
-  isSecretKey, needsRedaction, redact, redactForReview, REDACTED, SECRET_KEY_PATTERN, SECRET_NAMES, SECRET_SUFFIXES,
+  isSecretKey, needsRedaction, redact, redactForReview, REDACTED, SECRET_KEY_PATTERN, SECRET_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
 } from '../../../src/audit/redact.js';
 import { AuditTrail } from '../../../src/audit/trail.js';
 import { createLogger } from '../../../src/log.js';
@@ -13,7 +13,7 @@ import { parseStrictJsonBytes } from '../../../src/json/strict.js';
 /** The documented rule, written out plainly: the regex must agree with it on every key. */
 function documentedRule(key: string): boolean {
   const k = key.replace(/[-_. ]/g, '').replace(/[A-Z]/g, (c) => c.toLowerCase());
-  return SECRET_NAMES.includes(k) || SECRET_SUFFIXES.some((s) => k.endsWith(s));
+  return SECRET_NAMES.includes(k) || SECRET_SUFFIXES.some((s) => k.endsWith(s)) || SECRET_PREFIXES.some((p) => k.startsWith(p));
 }
 
 const SECRETS = [
@@ -22,9 +22,12 @@ const SECRETS = [
   'x-api-key', 'apikeys', 'private_key', 'privateKey', 'aws_secret_access_key', 'credential', 'credentials', 'db_password', 'user_passwd',
   'bearer', 'Bearer', 'authorization', 'Authorization', 'proxy-authorization', 'auth', 'AUTH', 'cookie', 'Set-Cookie', 'session', 'session_id',
   'sessionId', 'jwt', 'pass', '_password_', ' token ',
+  // Key material the substring rule used to hide, under its common names.
+  'key', 'ssh_key', 'sshKey', 'encryption_key', 'signing_key', 'hmac_key', 'master_key', 'secret_key_base', 'privateKeyPem',
+  'private_key_pem', 'private_key_id', 'privkey', 'client_key', 'auth_header', 'x-auth', 'creds', 'aws_creds',
 ];
 const ORDINARY = [
-  'author', 'authorId', 'authority', 'keyword', 'keywords', 'key', 'monkey', 'hotkey', 'primary_key', 'public_key', 'publicKey', 'sort_key',
+  'author', 'authorId', 'authority', 'keyword', 'keywords', 'monkey', 'hotkey', 'primary_key', 'public_key', 'publicKey', 'sort_key',
   'idempotency_key', 'max_tokens', 'tokens', 'token_type', 'tokenizer', 'token_count', 'secret_name', 'password_hint', 'auth_method',
   'authenticated', 'sessions', 'cookies_accepted', 'amount', 'to', 'body', 'passenger', 'access_key_id', 'credentialed', '',
   // Non-ASCII look-alikes are not folded (the Kelvin sign K, the long s): the rule is ASCII, like the regex's `i`.
@@ -50,7 +53,7 @@ describe('the secret-key rule', () => {
       expect(isSecretKey(k), JSON.stringify(k)).toBe(documentedRule(k));
       n++;
     }
-    for (const w of [...SECRET_NAMES, ...SECRET_SUFFIXES]) {
+    for (const w of [...SECRET_NAMES, ...SECRET_SUFFIXES, ...SECRET_PREFIXES]) {
       const spaced = [...w].join('_').toUpperCase();
       expect(isSecretKey(spaced)).toBe(true);
       expect(SECRET_KEY_PATTERN.test(spaced)).toBe(true);
