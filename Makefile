@@ -17,7 +17,7 @@ lint: $(NODE_MODULES_STAMP)
 
 test: build
 	npx tsc -p test/tsconfig.json
-	@npx vitest run --dir test --reporter=default --reporter=json --outputFile=dist/test-results.json; status=$$?; \
+	@npx vitest run --config test/vitest.config.ts --dir test --reporter=default --reporter=json --outputFile=dist/test-results.json; status=$$?; \
 	  node -e "const r=require('./dist/test-results.json'); console.log(r.numPassedTests + ' passed, ' + r.numFailedTests + ' failed' + (r.numPendingTests ? ', ' + r.numPendingTests + ' skipped' : ''))" || true; \
 	  exit $$status
 
@@ -52,4 +52,4 @@ $(NODE24):
 
 test-node24: build $(NODE24)
 	PATH="$(CURDIR)/.cache/node24/package/bin:$$PATH" node -v
-	PATH="$(CURDIR)/.cache/node24/package/bin:$$PATH" npx vitest run --dir test
+	PATH="$(CURDIR)/.cache/node24/package/bin:$$PATH" npx vitest run --config test/vitest.config.ts --dir test

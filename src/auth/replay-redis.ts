@@ -7,22 +7,27 @@ import { ReplayStoreUnavailableError, type ReplayStore } from './replay.js';
  * Every sidecar on one Redis spends token ids under this namespace, whatever
  * its provider name or --redis-prefix: a token spent at one service is spent
  * at all of them. Keys are `agents-chain-replay:{<slot group>}:epoch` (the
- * marker) and `agents-chain-replay:{<slot group>}:<kind>:<thumbprint>:<jti>`.
+ * marker), `...:server` (the run_id of the Redis process a sidecar last checked)
+ * and `agents-chain-replay:{<slot group>}:<kind>:<thumbprint>:<jti>`.
  */
 export const REPLAY_NAMESPACE = 'agents-chain-replay';
 
 /**
- * KEYS: the slot group's epoch marker, the token id. ARGV: the epoch this
- * sidecar knows, ttl ms, the epoch to write if the marker is missing.
+ * KEYS: the slot group's epoch marker, the token id, the group's server key.
+ * ARGV: the epoch this sidecar knows, ttl ms, the epoch to write if the
+ * marker is missing, the run_id this sidecar checked ('' on a Cluster).
  * The marker never expires, so a Redis that lost its data (restarted empty,
  * flushed, failed over to an empty replica) has none: the claim and the
  * check are one step, and no claim can pass against an emptied Redis unseen.
+ * A marker written anew also confirms the server (see CHECK), so a flush is
+ * not counted again at the next reconnect.
  * Returns 1 (new), 0 (replay) or the marker when it is not the known epoch.
  */
 const CLAIM = `
 local epoch = redis.call('GET', KEYS[1])
 if not epoch then
   redis.call('SET', KEYS[1], ARGV[3])
+  if ARGV[4] ~= '' then redis.call('SET', KEYS[3], ARGV[4]) end
   epoch = ARGV[3]
 end
 if epoch ~= ARGV[1] then return epoch end
@@ -30,17 +35,39 @@ if redis.call('SET', KEYS[2], '1', 'PX', ARGV[2], 'NX') then return 1 end
 return 0
 `;
 
-/** KEYS: the marker. ARGV: the epoch this sidecar knows, the new one. Rotates unless another sidecar already did. */
-const ROTATE = `
+/**
+ * The server check of one slot group, on each new connection. KEYS: the
+ * marker, the server key (the run_id of the Redis process on which a sidecar
+ * last confirmed the marker). ARGV: the server's run_id, the time of this
+ * detection (ms), the epoch to write.
+ * - The server key names this process: a sidecar already checked it since it
+ *   started (and rotated the marker if it had to); the marker alone tells.
+ *   Returns {0}.
+ * - Otherwise the process is new to every sidecar: a restart (from a stale
+ *   snapshot or empty), a failover, a first contact. What it holds may be
+ *   older than what was spent: rotate the marker, unless it is at least as
+ *   recent as this detection (another sidecar rotated for this very loss),
+ *   and confirm the server. Returns {1, epoch} (the marker was missing),
+ *   {2, epoch} (rotated) or {3, marker} (kept a newer marker).
+ * Comparing times, not the epoch this sidecar knows: a snapshot older than the
+ * last rotation, or a sidecar that never claimed, still rotates.
+ */
+const CHECK = `
+if redis.call('GET', KEYS[2]) == ARGV[1] then return {0} end
 local epoch = redis.call('GET', KEYS[1])
-if epoch and epoch ~= ARGV[1] then return epoch end
-redis.call('SET', KEYS[1], ARGV[2])
-return ARGV[2]
+redis.call('SET', KEYS[2], ARGV[1])
+if epoch then
+  local written = string.match(epoch, '^(%d+)-')
+  if written and tonumber(written) >= tonumber(ARGV[2]) then return {3, epoch} end
+end
+redis.call('SET', KEYS[1], ARGV[3])
+if epoch then return {2, ARGV[3]} end
+return {1, ARGV[3]}
 `;
 
 type Scripts = {
-  agentsChainReplayClaim(marker: string, key: string, known: string, ttlMs: number, candidate: string): Promise<number | string>;
-  agentsChainReplayRotate(marker: string, known: string, next: string): Promise<string>;
+  agentsChainReplayClaim(marker: string, key: string, server: string, known: string, ttlMs: number, candidate: string, runId: string): Promise<number | string>;
+  agentsChainReplayCheck(marker: string, server: string, runId: string, detectedAt: number, next: string): Promise<[number, string?]>;
 };
 
 /** Why the window was found lost (the label of agents_chain_replay_store_resets_total). */
@@ -54,9 +81,25 @@ export interface RedisReplayOptions {
   now?: () => number;
   /** Slot groups: 1 on one Redis; more on a Cluster, so the window spreads over its masters [1]. */
   slotGroups?: number;
-  /** Compare the server's run_id on every (re)connect; not on a Cluster, whose INFO answers from any node [true]. */
+  /** Check the server (its run_id against the one a sidecar confirmed) on every (re)connect; not on a Cluster, whose INFO answers from any node [true]. */
   watchServer?: boolean;
   onReset?: (cause: ResetCause) => void;
+}
+
+/** One server check: the socket it was started for, and whether it passed. */
+interface ServerCheck {
+  socket: unknown;
+  done: Promise<boolean>;
+}
+
+/** Two resets this close together are one loss seen from several slot groups (or a rotation and its adoption): logged and counted once. */
+const SAME_LOSS_MS = 1_000;
+
+/** The time an epoch marker was written (`<ms>-<id>`), or undefined when it is unreadable. Pure. */
+export function markerTime(epoch: string): number | undefined {
+  const m = /^(\d+)-/.exec(epoch);
+  const t = m ? Number(m[1]) : NaN;
+  return Number.isSafeInteger(t) && t > 0 ? t : undefined;
 }
 
 /**
@@ -66,11 +109,12 @@ export interface RedisReplayOptions {
  * ReplayStoreUnavailableError: refused, never skipped.
  *
  * Lost data is found three ways: the epoch marker is missing (this sidecar
- * writes a new one), it differs from the one this sidecar knows (another
- * sidecar wrote it), or the server's run_id changed across a reconnect (a
- * restart from a stale snapshot, a failover to a replica that lagged: the
- * marker survived, the last ids did not; this sidecar rotates the marker so
- * the others learn it). Each is a reset at the marker's time, see lastReset.
+ * writes a new one), it differs from the one this sidecar knows and is younger
+ * than the window (another sidecar wrote it), or the Redis process is one no
+ * sidecar has checked yet (its run_id is not the one in the server key: a
+ * restart from a stale snapshot or empty, a failover to a replica that lagged,
+ * whether or not a sidecar survived it; this sidecar rotates the marker so the
+ * others learn it). Each is a reset at this sidecar's own clock, see lastReset.
  */
 export class RedisReplayStore implements ReplayStore {
   private readonly scripts: Scripts;
@@ -80,17 +124,18 @@ export class RedisReplayStore implements ReplayStore {
   private readonly epochs: string[];
   private readonly instance = randomBytes(4).toString('hex');
   private resetAt: number | undefined;
-  private runId: string | undefined;
-  /** A (re)connect whose server is not yet compared: claims wait for it. */
-  private serverCheck: Promise<boolean> | undefined;
+  /** The run_id of the server last checked ('' before that, and on a Cluster). */
+  private runId = '';
+  /** The check of the current socket while it runs: claims wait for it. */
+  private serverCheck: ServerCheck | undefined;
   private checkError = '';
   private warnedPolicy: string | undefined;
   private readonly watch: boolean;
   private checkedSocket: unknown;
 
   constructor(private readonly redis: RedisClient, private readonly opts: RedisReplayOptions) {
-    redis.defineCommand('agentsChainReplayClaim', { numberOfKeys: 2, lua: CLAIM });
-    redis.defineCommand('agentsChainReplayRotate', { numberOfKeys: 1, lua: ROTATE });
+    redis.defineCommand('agentsChainReplayClaim', { numberOfKeys: 3, lua: CLAIM });
+    redis.defineCommand('agentsChainReplayCheck', { numberOfKeys: 2, lua: CHECK });
     this.scripts = redis as unknown as Scripts;
     this.now = opts.now ?? Date.now;
     this.groups = Math.max(1, opts.slotGroups ?? 1);
@@ -102,13 +147,22 @@ export class RedisReplayStore implements ReplayStore {
     this.watchConnection();
   }
 
-  /** A new socket (a reconnect, a failover) gets its server compared before any claim of ours runs on it. */
+  /** A new socket (a reconnect, a failover) gets its server checked before any claim of ours runs on it. */
   private watchConnection(): void {
     if (!this.watch || this.redis.status !== 'ready') return;
     const socket = (this.redis as { stream?: unknown }).stream;
     if (socket === this.checkedSocket) return;
     this.checkedSocket = socket;
-    this.serverCheck = this.checkServer();
+    const check: ServerCheck = { socket, done: Promise.resolve(false) };
+    check.done = this.checkServer().then((ok) => {
+      if (this.serverCheck === check) {
+        this.serverCheck = undefined;
+        // Failed: the next claim starts one new check of this socket (the waiters of this one have all failed).
+        if (!ok && this.checkedSocket === socket) this.checkedSocket = undefined;
+      }
+      return ok;
+    });
+    this.serverCheck = check;
   }
 
   lastReset(): number | undefined {
@@ -116,8 +170,7 @@ export class RedisReplayStore implements ReplayStore {
   }
 
   async claim(key: string, ttlMs: number): Promise<boolean> {
-    this.watchConnection();
-    if (this.serverCheck) await this.serverChecked();
+    await this.serverChecked();
     const group = this.groups === 1 ? 0 : slotGroup(key, this.groups);
     const tag = `${REPLAY_NAMESPACE}:{${group}}:`;
     // A changed epoch is adopted and the claim retried under it (one more round trip, once per change).
@@ -126,7 +179,7 @@ export class RedisReplayStore implements ReplayStore {
       const candidate = `${this.now()}-${this.instance}`;
       let reply: number | string;
       try {
-        reply = await this.scripts.agentsChainReplayClaim(`${tag}epoch`, `${tag}${key}`, known, ttlMs, candidate);
+        reply = await this.scripts.agentsChainReplayClaim(`${tag}epoch`, `${tag}${key}`, `${tag}server`, known, ttlMs, candidate, this.runId);
       } catch (err) {
         throw new ReplayStoreUnavailableError(`replay store (Redis) did not answer: ${(err as Error).message}`);
       }
@@ -137,62 +190,83 @@ export class RedisReplayStore implements ReplayStore {
     throw new ReplayStoreUnavailableError('the replay window marker in Redis keeps changing');
   }
 
-  /** A marker this sidecar did not know: its time says whether ids may have been lost within the window. */
+  /**
+   * A marker this sidecar did not know. Its time (another sidecar's clock) only
+   * says whether ids may have been lost within the window; the reset itself is
+   * at this sidecar's own now: the loss has certainly happened by the time this
+   * sidecar reads the marker, so a writer whose clock lags cannot shorten it.
+   */
   private adopt(group: number, epoch: string, cause: ResetCause): void {
     const first = this.epochs[group] === '';
     this.epochs[group] = epoch;
-    const created = Number(epoch.slice(0, epoch.indexOf('-')));
+    const now = this.now();
+    const written = markerTime(epoch);
     // An unreadable marker is treated as written now: fail closed.
-    const at = Number.isSafeInteger(created) && created > 0 ? Math.min(created, this.now()) : this.now();
-    if (this.now() - at >= this.opts.windowMs) {
+    if (written !== undefined && now - written >= this.opts.windowMs) {
       this.opts.log.debug('replay window marker adopted', { epoch, first });
       return;
     }
-    this.reset(at, cause, { epoch, slotGroup: group, firstContact: first });
+    this.reset(now, cause, { epoch, markerWrittenAt: written === undefined ? null : new Date(written).toISOString(), slotGroup: group, firstContact: first });
   }
 
   private reset(at: number, cause: ResetCause, detail: Record<string, unknown>): void {
-    if (this.resetAt !== undefined && at <= this.resetAt) return; // the same loss, seen from another slot group or sidecar
+    const previous = this.resetAt;
+    if (previous !== undefined && at <= previous) return;
     this.resetAt = at;
+    if (previous !== undefined && at - previous < SAME_LOSS_MS) return; // the same loss, seen again: refused from the later time, logged once
     this.opts.onReset?.(cause);
     this.opts.log.warn('replay window reset: Redis lost (or may have lost) the token ids it held; tokens issued before the reset are refused for one window', {
       cause, resetAt: new Date(at).toISOString(), refusedUntil: new Date(at + this.opts.windowMs).toISOString(), ...detail,
     });
   }
 
-  /** Waits for the server check of the current connection; a failed one refuses this call and is retried by the next. */
+  /**
+   * Waits until the current socket's server is checked. A failed check fails
+   * every claim that waited on it at once (the next claim starts one new check);
+   * only a newer socket, reconnected meanwhile, is waited for again.
+   */
   private async serverChecked(): Promise<void> {
-    while (this.serverCheck) {
-      const check = this.serverCheck;
-      const ok = await check;
-      if (this.serverCheck !== check) continue; // reconnected meanwhile: wait for the newer check
-      if (ok) {
-        this.serverCheck = undefined;
-        return;
+    this.watchConnection();
+    let check = this.serverCheck;
+    while (check) {
+      const ok = await check.done;
+      // A socket that appeared meanwhile is checked before the claim goes out on it; after a failure only the next claim starts a check.
+      if (ok) this.watchConnection();
+      const next = this.serverCheck;
+      if (next && next !== check && next.socket !== check.socket) {
+        check = next; // reconnected while we waited: the claim goes to the newer socket
+        continue;
       }
-      this.serverCheck = this.checkServer();
-      throw new ReplayStoreUnavailableError(`replay store (Redis) connected, but its server could not be identified (INFO): ${this.checkError}`);
+      if (!ok) throw new ReplayStoreUnavailableError(`replay store (Redis) connected, but its server could not be checked (INFO): ${this.checkError}`);
+      return;
     }
   }
 
-  /** Another run_id than before: the server restarted or failed over; what it holds may be older than what we spent. */
+  /** The server this socket reached, against the one a sidecar last confirmed: a process no sidecar has checked may hold less than was spent. */
   private async checkServer(): Promise<boolean> {
     try {
-      const info = await this.redis.info();
-      const runId = /^run_id:(\S+)/m.exec(info)?.[1];
-      const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
+      const [server, memory] = await Promise.all([this.redis.info('server'), this.redis.info('memory')]);
+      const runId = /^run_id:(\S+)/m.exec(server)?.[1];
+      if (!runId) throw new Error('INFO server did not name a run_id');
+      const uptime = Number(/^uptime_in_seconds:(\d+)/m.exec(server)?.[1]);
+      const policy = /^maxmemory_policy:(\S+)/m.exec(memory)?.[1];
       // An evicting Redis drops replay ids (they carry a TTL: volatile-* policies pick them first) without a trace.
       if (policy && policy !== 'noeviction' && policy !== this.warnedPolicy) {
         this.opts.log.warn('Redis may evict replay ids when full, and a token would then pass twice: set maxmemory-policy noeviction', { maxmemoryPolicy: policy });
       }
       this.warnedPolicy = policy;
-      if (this.runId !== undefined && runId !== this.runId) {
-        const at = this.now();
-        this.reset(at, 'server_changed', { previousRunId: this.runId, runId });
-        for (let g = 0; g < this.groups; g++) {
-          const tag = `${REPLAY_NAMESPACE}:{${g}}:`;
-          this.epochs[g] = await this.scripts.agentsChainReplayRotate(`${tag}epoch`, this.epochs[g]!, `${at}-${this.instance}`);
-        }
+      // The uptime is only reported: a process no sidecar has checked is a reset however long it has been up (a
+      // replica promoted by a failover), and one a sidecar has checked is none however young (else every pod
+      // started in the two minutes after a Redis restart would rotate the marker again, and every sidecar would
+      // refuse fresh tokens again for 30 s).
+      const detectedAt = this.now();
+      const detail = { previousRunId: this.runId || null, runId, uptimeSeconds: Number.isFinite(uptime) ? uptime : null, firstContact: this.runId === '' };
+      for (let g = 0; g < this.groups; g++) {
+        const tag = `${REPLAY_NAMESPACE}:{${g}}:`;
+        const [status, epoch] = await this.scripts.agentsChainReplayCheck(`${tag}epoch`, `${tag}server`, runId, detectedAt, `${detectedAt}-${this.instance}`);
+        if (status === 0) continue; // already checked by a sidecar since this process started; the marker tells
+        this.epochs[g] = String(epoch);
+        this.reset(detectedAt, status === 1 ? 'marker_missing' : 'server_changed', { ...detail, epoch, slotGroup: g, rotated: status !== 3 });
       }
       this.runId = runId;
       return true;

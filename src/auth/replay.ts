@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { CLOCK_SKEW_SECONDS } from './claims.js';
 
 /**
  * Remembers token ids for the replay window. `claim` is the only operation:
@@ -28,13 +29,21 @@ export function replayKey(kind: 'agent' | 'host', thumbprint: string, jti: strin
 }
 
 /**
- * After a store lost its ids at `resetAtMs`, a token issued in that second or
- * before may have been used already: refused until one replay window has
- * passed (by then every such token has expired). Fresh tokens pass. Pure.
+ * After a store lost its ids, found at `resetAtMs` (R, this sidecar's clock, at
+ * or after the loss), a token used before the loss may come back. Step 7
+ * accepts an iat up to 30 s ahead of the clock (CLOCK_SKEW_SECONDS), so such a
+ * token has iat <= R + 30; it lives at most 60 s (exp <= R + 90) and passes
+ * step 7 until exp + 30 <= R + 120: one replay window (60 + 2 x 30 = 120 s).
+ * So every token with iat <= R + 30 is refused until the second R + 120 has
+ * passed (whole seconds: iat and exp are seconds, and step 7 compares the
+ * floored clock). The cost: for about 30 s after a detected loss, fresh tokens
+ * are refused too (their iat is the agent's now, <= R + 30). Pure.
  */
 export function refusedByReset(resetAtMs: number | undefined, iatSeconds: number, nowMs: number, windowMs: number): boolean {
-  if (resetAtMs === undefined || nowMs >= resetAtMs + windowMs) return false;
-  return iatSeconds <= Math.floor(resetAtMs / 1000);
+  if (resetAtMs === undefined) return false;
+  const resetSecond = Math.floor(resetAtMs / 1000);
+  if (Math.floor(nowMs / 1000) > resetSecond + Math.ceil(windowMs / 1000)) return false;
+  return iatSeconds <= resetSecond + CLOCK_SKEW_SECONDS;
 }
 
 /** Raised by a store that cannot answer; the call is refused with 503, never let through. */

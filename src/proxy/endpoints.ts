@@ -9,7 +9,7 @@ import { deny, isDenial, type Denial } from '../errors.js';
 import { parseStrictJsonBytes } from '../json/strict.js';
 import { grantKey, type Capability, type Policy } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
-import { checkQueryShape, queryNames, readConstrainedQuery } from '../routing/query.js';
+import { checkQueryShape, keyReadAs, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget } from '../routing/target.js';
 import { jsonMethodOverride } from './body.js';
 import { upstreamRequestHeaders } from './headers.js';
@@ -141,8 +141,8 @@ function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unkno
   const body = Buffer.from(JSON.stringify(args));
   if (jsonMethodOverride(body, args)) return deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
   if (body.length > (cap.maxBodyBytes ?? maxBodyBytes)) return deny('body_too_large', `"args" exceed the ${cap.name} body limit`);
-  const fields = new Set(Object.keys(args));
-  const shadow = [...queryNames(target.query)].find((n) => fields.has(n));
+  // Under every reading an app gives a query key, as a normal call (keyReadAs): "Amount", "amount%00x".
+  const shadow = keyReadAs(target.query, new Set(Object.keys(args)));
   if (shadow) return deny('invalid_query', `"${shadow}" is in both the query and "args"; send it once`);
   return { target: raw, query: target.query, params: match.params, body };
 }

@@ -17,8 +17,9 @@ export const DROPPED_HEADER_FAMILIES: readonly HeaderFamily[] = [
     family: 'identity',
     why: 'identity reaches the app only through the X-Agent-* headers the sidecar sets',
     // and what auth proxies in front of an app assert (oauth2-proxy, Apache's REMOTE_USER, mTLS terminators)
-    names: ['remote-user', 'x-remote-user', 'x-client-cert', 'ssl-client-cert', 'x-ssl-client-cert'],
-    prefixes: ['x-agent-', 'x-auth-request-'],
+    // (AWS ALB's X-Amzn-Oidc-*, Google IAP's X-Goog-Authenticated-User-*, Azure App Service's X-Ms-Client-Principal*, Apache's X-Webauth-*)
+    names: ['remote-user', 'x-remote-user', 'x-remote-group', 'x-client-cert', 'ssl-client-cert', 'x-ssl-client-cert'],
+    prefixes: ['x-agent-', 'x-auth-request-', 'x-amzn-oidc-', 'x-goog-authenticated-user-', 'x-ms-client-principal', 'x-webauth-'],
   },
   {
     family: 'client address',
@@ -42,6 +43,8 @@ export const DROPPED_HEADER_FAMILIES: readonly HeaderFamily[] = [
       'x-original-url', 'x-rewrite-url', 'x-host', 'x-http-host-override', 'x-http-destinationurl',
       'x-proxy-url', 'proxy-url', 'proxy-host', 'x-original-host', 'x-original-uri', 'x-original-path',
       'x-override-url', 'request-uri', 'x-request-uri',
+      // the scheme and script path frameworks build URLs and routes from (Werkzeug/Django, gunicorn, Rack)
+      'front-end-https', 'x-url-scheme', 'x-scheme', 'x-script-name',
     ],
     prefixes: ['x-original-'],
   },
@@ -49,6 +52,12 @@ export const DROPPED_HEADER_FAMILIES: readonly HeaderFamily[] = [
     family: 'method override',
     why: 'method-override, Symfony and Laravel turn the checked method into another',
     names: ['x-http-method-override', 'x-http-method', 'x-method-override'],
+    prefixes: [],
+  },
+  {
+    family: 'httpoxy',
+    why: 'CGI hosts turn it into HTTP_PROXY, which HTTP clients in the app take as their outbound proxy (httpoxy.org)',
+    names: ['proxy'],
     prefixes: [],
   },
   {

@@ -15,9 +15,9 @@ import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
 import type { Capability, Grant, Policy, Route } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
-import { checkQueryShape, keyReadAs, overridesMethod, readConstrainedQuery } from '../routing/query.js';
+import { checkQueryShape, keyReadAs, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget, type RequestTarget } from '../routing/target.js';
-import { checkJsonRepresentation, hasBody, jsonMethodOverride, multipartMethodOverride, readBodyLimited } from './body.js';
+import { bodyOverrideDenial, checkJsonRepresentation, hasBody, readBodyLimited } from './body.js';
 import { DEFAULT_MAX_HEADERS, repeatedSingleton, tooManyHeaders } from './headers.js';
 
 /** What a stage needs from outside the request: configuration and the stores. */
@@ -239,10 +239,7 @@ export const readBody: Stage = async (call, deps) => {
   const body = await readBodyLimited(call.req, limit);
   if (isDenial(body)) return body;
   call.body = body;
-  if (isForm(call.req) ? overridesMethod(body.toString('latin1')) : isMultipart(call.req) ? multipartMethodOverride(body) : jsonMethodOverride(body)) {
-    return deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
-  }
-  return undefined;
+  return bodyOverrideDenial(call.req, body, limit);
 };
 
 /**
@@ -342,14 +339,6 @@ export const enforceConstraints: Stage = (call) => {
 export function violationDenial(violations: ConstraintViolation[]): Denial {
   const fields = [...new Set(violations.map((v) => v.field))].join(', ');
   return deny('constraint_violated', `arguments violate the grant's constraints (${fields})`, violations);
-}
-
-function isForm(req: IncomingMessage): boolean {
-  return /^\s*application\/x-www-form-urlencoded/i.test(req.headers['content-type'] ?? '');
-}
-
-function isMultipart(req: IncomingMessage): boolean {
-  return /^\s*multipart\/form-data/i.test(req.headers['content-type'] ?? '');
 }
 
 /** The call's grant, and for an egress call that is several capabilities, each of theirs. */

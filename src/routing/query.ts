@@ -17,6 +17,23 @@ function decodeComponent(s: string): string | undefined {
 }
 
 /**
+ * A key as the most lenient parsers read it when it is not valid
+ * percent-encoding: PHP's urldecode and qs keep a bad "%" as it is and
+ * decode the rest byte by byte, so "_method%00%zz" is still "_method" then
+ * NUL to PHP and "[amount]%C0" is still "[amount]…" to qs. Bytes become
+ * Latin-1 characters: enough for ASCII names, which are what is compared.
+ */
+function lenientDecode(s: string): string {
+  return s.replace(/\+/g, ' ').replace(/%([0-9A-Fa-f]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+}
+
+/** A key decoded strictly, or (marked malformed) leniently when strict decoding fails. */
+function decodeKey(raw: string): { key: string; malformed: boolean } {
+  const key = decodeComponent(raw);
+  return key === undefined ? { key: lenientDecode(raw), malformed: true } : { key, malformed: false };
+}
+
+/**
  * The top-level name PHP registers for a decoded key (main/php_variables.c,
  * checked against php 8.2's own server): the name ends at a NUL, leading
  * spaces are skipped, " " and "." become "_", and a "[" with no "]" after it
@@ -40,23 +57,46 @@ export function phpName(key: string): string | undefined {
 /**
  * Every top-level name some framework reads a decoded key as, lower-cased
  * (some match names without case): the key itself; brackets folded ("a[]",
- * "a[0]" are "a"; "a[b]" is "a.b"; "[a]" is "a", as qs reads it); the part
- * before the first "["; and PHP's mangled name.
+ * "a[0]" are "a"; "a[b]" is "a.b"); the part before the first "["; qs's and
+ * Rack's roots (below); and PHP's mangled name.
  */
 export function nameReadings(key: string): Set<string> {
   const out = new Set<string>([key.toLowerCase()]);
   // Most keys: nothing any framework folds, mangles or cuts.
-  if (!/[[ .\0]/.test(key)) return out;
+  if (!/[[\] .\0]/.test(key)) return out;
   const folded = key.replace(/\[([^\]]*)\]/g, (_, inner: string) => (inner === '' || /^\d+$/.test(inner) ? '' : `.${inner}`)).toLowerCase();
   out.add(folded);
-  // qs reads a leading "[limit]" (or "[limit][]") as "limit".
   if (folded.startsWith('.')) out.add(folded.slice(1));
   const b = key.indexOf('[');
   if (b > 0) out.add(key.slice(0, b).toLowerCase());
+  const qs = qsRoot(key);
+  if (qs) out.add(qs.toLowerCase());
+  const rack = RACK_ROOT.exec(key)?.[1];
+  if (rack) out.add(rack.toLowerCase());
   const php = phpName(key);
   if (php !== undefined) out.add(php.toLowerCase());
   return out;
 }
+
+/**
+ * qs's top-level name (lib/parse.js parseKeys, qs 6.x): the text before the
+ * first "[...]" group without nested brackets, or, when the key starts with
+ * such a group, that group's inner text, whatever follows ("[limit]x" and
+ * "[limit]%C0" are "limit"; text outside the groups is dropped).
+ */
+function qsRoot(key: string): string | undefined {
+  const group = /\[([^[\]]*)\]/.exec(key);
+  if (!group) return undefined;
+  return group.index > 0 ? key.slice(0, group.index) : group[1];
+}
+
+/**
+ * Rack 2.2's top-level name (Rack::QueryParser#normalize_params,
+ * /\A[\[\]]*([^\[\]]+)\]* /): leading "[" and "]" are skipped and the name is
+ * the first run without brackets, so "]_method", "_method]", "[[_method]]"
+ * and "[_method]x" are all "_method" (Rack::MethodOverride reads it).
+ */
+const RACK_ROOT = /^[[\]]*([^[\]]+)/;
 
 /**
  * Reads the query parameters a rule constrains. Every key is decoded before
@@ -100,8 +140,10 @@ export function readConstrainedQuery(
 /**
  * Refuses what makes a query read differently by different servers: more
  * pairs than `maxPairs` (parsers that stop early never see the rest), raw ";"
- * (a separator for some), and the "_method" override (Laravel, Symfony,
- * method-override) under any spelling a framework reads as it (".method" in PHP).
+ * (a separator for some), a key that is not valid percent-encoding (PHP and
+ * qs read it leniently: "_method%00%zz" is PHP's "_method"), and the
+ * "_method" override (Laravel, Symfony, method-override) under any spelling
+ * a framework reads as it (".method" in PHP).
  */
 export function checkQueryShape(query: string | undefined, maxPairs = DEFAULT_MAX_QUERY_PARAMS): Denial | undefined {
   if (!query) return undefined;
@@ -110,30 +152,51 @@ export function checkQueryShape(query: string | undefined, maxPairs = DEFAULT_MA
     return deny('too_many_query_parameters', `the query has ${pairs} parameters; at most ${maxPairs} are accepted (some apps stop reading at 1000 and would miss the rest)`);
   }
   if (query.includes(';')) return deny('invalid_query', 'query must not contain a raw ";" (some servers split on it); encode it as %3B');
-  if (overridesMethod(query)) return deny('invalid_query', 'the "_method" override is not accepted; use the real HTTP method');
+  const problem = keyProblem(query);
+  if (problem === 'malformed') return deny('invalid_query', 'a query parameter name has a malformed percent-encoding (apps would read it leniently, as another name)');
+  if (problem === 'method') return deny('invalid_query', 'the "_method" override is not accepted; use the real HTTP method');
   return undefined;
 }
 
-/** True when some pair of an urlencoded string (a query or a form body) is read as "_method" by some framework. */
-export function overridesMethod(encoded: string): boolean {
-  // Cheap first: the name needs "method" in it, plainly or percent-encoded.
-  if (!/method/i.test(encoded) && !encoded.includes('%')) return false;
+/** What some app would misread in the keys of an urlencoded string: a key that is not valid percent-encoding, or a "_method" override. */
+export type KeyProblem = 'malformed' | 'method';
+
+/**
+ * The first key problem of a query or a form body. With `refuseMalformed`
+ * false (a body no Content-Type calls a form, which only Rack reads as one,
+ * and Rack rejects bad encoding itself) an undecodable key is only read
+ * leniently for "_method".
+ */
+export function keyProblem(encoded: string, refuseMalformed = true): KeyProblem | undefined {
+  // Cheap first: both need a "%" or "method" somewhere.
+  if (!encoded.includes('%') && !/method/i.test(encoded)) return undefined;
   for (const pair of encoded.split('&')) {
     const eq = pair.indexOf('=');
-    const key = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
-    if (key !== undefined && /method/i.test(key) && nameReadings(key).has('_method')) return true;
+    const raw = eq === -1 ? pair : pair.slice(0, eq);
+    if (!raw.includes('%') && !/method/i.test(raw)) continue;
+    const { key, malformed } = decodeKey(raw);
+    if (malformed && refuseMalformed) return 'malformed';
+    if (/method/i.test(key) && nameReadings(key).has('_method')) return 'method';
   }
-  return false;
+  return undefined;
 }
 
-/** The first query key that some framework reads as one of `names` (any case), e.g. a constrained body field sent in the query too. */
+/** True when some key of an urlencoded string is read as "_method" by some framework (undecodable keys read leniently). */
+export function overridesMethod(encoded: string): boolean {
+  return keyProblem(encoded, false) === 'method';
+}
+
+/**
+ * The first query key that some framework reads as one of `names` (any
+ * case), e.g. a constrained body field sent in the query too. An undecodable
+ * key is read as PHP and qs read it ("amount%00%zz" is PHP's "amount").
+ */
 export function keyReadAs(query: string | undefined, names: ReadonlySet<string>): string | undefined {
   if (!query || names.size === 0) return undefined;
   const lowered = new Set([...names].map((n) => n.toLowerCase()));
   for (const pair of query.split('&')) {
     const eq = pair.indexOf('=');
-    const key = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
-    if (key === undefined) continue;
+    const { key } = decodeKey(eq === -1 ? pair : pair.slice(0, eq));
     for (const r of nameReadings(key)) if (lowered.has(r)) return printable(key);
   }
   return undefined;

@@ -283,6 +283,12 @@ describe('what a human approves is what runs', () => {
     expect((await ask({ capability: 'send_sms', path: '/sms?to=%2B254700000001', args: { to: '+1' }, reason: 'x' })).json.error).toBe('invalid_query');
   });
 
+  it.each(['To=%2B254700000001', 'to%00x=%2B254700000001', '%20to=%2B254700000001', '[to]x=%2B254700000001'])(
+    'refuses a planned call whose query shadows an "args" field under another reading (%s), as a normal call', async (query) => {
+      const r = await ask({ capability: 'send_sms', path: `/sms?${query}`, args: { to: '+1' }, reason: 'x' }, { prefer: 'respond-async' });
+      expect(r.json.error).toBe('invalid_query');
+    });
+
   it('never remembers an absent field as an approved value', async () => {
     const accepted = await ask({ capability: 'send_sms', args: { body: 'no number' }, reason: 'x' }, { prefer: 'respond-async' });
     expect(accepted.status).toBe(202);

@@ -6,10 +6,12 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { markerTime, REPLAY_NAMESPACE } from '../../src/auth/replay-redis.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
 import { startSidecar } from '../../src/proxy/server.js';
 import { billingPolicy, testAgent, type TestAgent } from '../support/fixture.js';
+import { seedReplayWindow } from '../support/global-setup.js';
 import { startRecorder } from '../support/recorder.js';
 import { disposableRedis, testPrefix } from '../support/redis.js';
 import { until } from '../support/until.js';
@@ -34,10 +36,22 @@ function metric(text: string, name: string, labels = ''): number {
   return line ? Number(line.split(' ')[1]) : NaN;
 }
 
-interface Running { logs: string[]; adminUrl: string; agents: { bot: TestAgent; other: TestAgent }; call(token: string): Promise<{ status: number; error?: string }>; fresh(): Promise<string>; close(): Promise<void> }
+/**
+ * The clock of the sidecars and the agent in a test. After a detected loss, tokens issued up to 30 s
+ * after it are refused (the tolerated skew); `advance` lets those 30 s pass without waiting for them.
+ */
+interface Clock { now(): number; advance(ms: number): void }
+function testClock(): Clock {
+  let offset = 0;
+  return { now: () => Date.now() + offset, advance: (ms) => { offset += ms; } };
+}
+/** Past the refusal of fresh tokens after a reset (30 s of skew, and a second of rounding). */
+const PAST_SKEW_MS = 31_500;
 
-/** A real sidecar (in process) in front of a real app, its replay window in the Redis at `url`; agents shared when given. */
-async function sidecarOn(url: string, agents?: { bot: TestAgent; other: TestAgent }): Promise<Running> {
+interface Running { logs: string[]; adminUrl: string; agents: { bot: TestAgent; other: TestAgent }; clock: Clock; call(token: string): Promise<{ status: number; error?: string }>; fresh(): Promise<string>; close(): Promise<void> }
+
+/** A real sidecar (in process) in front of a real app, its replay window in the Redis at `url`; agents and clock shared when given. */
+async function sidecarOn(url: string, agents?: { bot: TestAgent; other: TestAgent }, clock: Clock = testClock()): Promise<Running> {
   const bot = agents?.bot ?? await testAgent('agent-billing-bot');
   const other = agents?.other ?? await testAgent('agent-other');
   const app = await startRecorder();
@@ -45,12 +59,12 @@ async function sidecarOn(url: string, agents?: { bot: TestAgent; other: TestAgen
   const policy = await loadPolicyText(billingPolicy({ bot, other }), 'billing.yaml');
   const sidecar = await startSidecar({
     policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('debug', (l) => logs.push(l)),
-    redis: { url, prefix: testPrefix('reset') }, metrics: { processMetrics: false },
+    redis: { url, prefix: testPrefix('reset') }, metrics: { processMetrics: false }, now: clock.now,
   });
   return {
-    logs, adminUrl: sidecar.adminUrl,
+    logs, adminUrl: sidecar.adminUrl, clock,
     call: (token) => get(`${sidecar.url}/invoices/inv-1`, token),
-    fresh: () => bot.signer.sign('getInvoice'),
+    fresh: () => bot.signer.sign('getInvoice', { now: Math.floor(clock.now() / 1000) }),
     agents: { bot, other },
     async close() { await sidecar.close(); await app.close(); },
   };
@@ -86,8 +100,18 @@ function loadLoop(s: Running): { used: string[]; stop(): Promise<void> } {
   return { used, async stop() { stopped = true; await run; } };
 }
 
+/** Until the sidecar serves fresh tokens: a Redis new to it is a loss (fail closed), so the first 30 s are let pass. */
 async function warm(s: Running): Promise<void> {
-  await until(async () => (await s.call(await s.fresh())).status === 200, 5_000);
+  await until(async () => (await s.call(await s.fresh())).error === 'replay_window_reset', 5_000);
+  s.clock.advance(PAST_SKEW_MS);
+  expect((await s.call(await s.fresh())).status).toBe(200);
+}
+
+/** After a loss: the sidecar answers again (fresh tokens refused for the skew, not 503), and serves once 30 s have passed. */
+async function recovered(s: Running, ms = 5_000): Promise<void> {
+  await until(async () => (await s.call(await s.fresh())).error === 'replay_window_reset', ms);
+  s.clock.advance(PAST_SKEW_MS);
+  await until(async () => (await s.call(await s.fresh())).status === 200, 2_000);
 }
 
 const cleanup: (() => Promise<unknown>)[] = [];
@@ -113,8 +137,11 @@ describe('a Redis that restarts empty (kill -9, no persistence)', () => {
     const replays = replayLoop(s, used);
     await redis.start();
     const back = Date.now();
-    await until(async () => (await s.call(await s.fresh())).status === 200, 5_000);
+    // Answered again (not 503) within 3 s; fresh tokens are refused for the 30 s of skew after the loss, then pass.
+    await until(async () => (await s.call(await s.fresh())).error === 'replay_window_reset', 5_000);
     const recoveredMs = Date.now() - back;
+    s.clock.advance(PAST_SKEW_MS);
+    await until(async () => (await s.call(await s.fresh())).status === 200, 2_000);
     await sleep(1_000); // replays keep coming after recovery
     const result = await replays.stop();
     await load.stop();
@@ -149,13 +176,35 @@ describe('a Redis that restarts empty (kill -9, no persistence)', () => {
     await redis.kill();
     await redis.start();
     // A finds the loss (and writes the new marker); C has never seen this Redis.
-    await until(async () => (await a.call(await a.fresh())).status === 200, 5_000);
-    const c = await sidecarOn(redis.url, a.agents); // the same agents and keys: A's tokens verify at C
+    await recovered(a);
+    const c = await sidecarOn(redis.url, a.agents, a.clock); // the same agents, keys and clock: A's tokens verify at C
     cleanup.push(() => c.close());
     await until(async () => (await fetch(`${c.adminUrl}/readyz`)).status === 200, 5_000);
     for (const t of used) expect(await c.call(t)).toMatchObject({ status: 401, error: 'replay_window_reset' });
     expect(c.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"epoch_changed"'))).toBe(true);
   }, 30_000);
+});
+
+describe('an agent clock ahead of the sidecar (inside the 30 s of tolerated skew)', () => {
+  it('a token issued 25 s "in the future", used just before the loss, is not accepted again after it', async () => {
+    const redis = await disposableRedis();
+    await redis.start();
+    cleanup.push(() => redis.kill());
+    await seedReplayWindow(redis.url); // not this test's subject: no first-contact reset
+    const s = await sidecarOn(redis.url);
+    cleanup.push(() => s.close());
+    const ahead = () => s.agents.bot.signer.sign('getInvoice', { now: Math.floor(s.clock.now() / 1000) + 25 });
+    const used: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = await ahead();
+      expect((await s.call(t)).status).toBe(200); // step 7 accepts iat up to now + 30
+      used.push(t);
+    }
+    await redis.kill();
+    await redis.start();
+    await until(async () => (await s.call(await s.fresh())).error === 'replay_window_reset', 5_000);
+    for (const t of used) expect(await s.call(t)).toMatchObject({ status: 401, error: 'replay_window_reset' });
+  }, 20_000);
 });
 
 describe('a Redis flushed without a reconnect', () => {
@@ -178,7 +227,7 @@ describe('a Redis flushed without a reconnect', () => {
     for (const t of used) expect((await s.call(t)).status).toBe(401);
     expect((await s.call(used[0]!)).error).toMatch(/^(replay_window_reset|token_replayed)$/);
     expect(s.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"marker_missing"'))).toBe(true);
-    await until(async () => (await s.call(await s.fresh())).status === 200, 3_000);
+    await recovered(s);
   }, 20_000);
 });
 
@@ -229,7 +278,7 @@ describe('a Redis restarted from a stale snapshot (the marker survived, the last
     await redis.kill();
     await redis.start();
     const replays = replayLoop(s, used);
-    await until(async () => (await s.call(await s.fresh())).status === 200, 5_000);
+    await recovered(s);
     const result = await replays.stop();
     expect(result.accepted).toBe(0);
     for (const t of used) expect((await s.call(t)).status).toBe(401);
@@ -237,5 +286,56 @@ describe('a Redis restarted from a stale snapshot (the marker survived, the last
     expect(after.some((l) => l.includes('replay window reset') && l.includes('"cause":"server_changed"'))).toBe(true);
     // It really came back from the snapshot, marker included: only the server's new run_id told.
     expect(after.some((l) => l.includes('"cause":"marker_missing"') || l.includes('"cause":"epoch_changed"'))).toBe(false);
+  }, 30_000);
+});
+
+describe('a Redis restarted from a stale snapshot that no sidecar survives', () => {
+  /** Redis with an old marker (nothing lost for a long time), snapshotted; A spends tokens after the snapshot and is gone; Redis restarts from it. */
+  async function staleRestart(opts: { idleSurvivor: boolean }) {
+    const redis = await snapshotRedis();
+    await redis.start();
+    cleanup.push(async () => { await redis.kill(); await rm(redis.dir, { recursive: true, force: true }); });
+    await seedReplayWindow(redis.url); // a Redis in service for long: an old marker, its process checked
+    const clock = testClock();
+    const a = await sidecarOn(redis.url, undefined, clock);
+    cleanup.push(() => a.close());
+    // An idle sidecar: connected, never claims (it knows no epoch), survives the restart.
+    const b = opts.idleSurvivor ? await sidecarOn(redis.url, a.agents, clock) : undefined;
+    if (b) cleanup.push(() => b.close());
+    expect((await a.call(await a.fresh())).status).toBe(200); // no reset: the marker is old and the server checked
+    const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    await admin.save();
+    admin.disconnect();
+    const used: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = await a.fresh();
+      expect((await a.call(t)).status).toBe(200);
+      used.push(t);
+    }
+    await a.close(); // A dies with what it knew
+    await redis.kill();
+    await redis.start(); // the old marker is back, the last ids are not
+    if (b) await until(() => b.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"server_changed"')), 5_000);
+    const c = await sidecarOn(redis.url, a.agents, clock); // a fresh sidecar: no run_id of its own to compare
+    cleanup.push(() => c.close());
+    await until(async () => (await fetch(`${c.adminUrl}/readyz`)).status === 200, 5_000);
+    return { redis, b, c, used };
+  }
+
+  it('a fresh sidecar finds the Redis process unchecked (first contact) and refuses the tokens spent after the snapshot', async () => {
+    const { c, used } = await staleRestart({ idleSurvivor: false });
+    for (const t of used) expect(await c.call(t)).toMatchObject({ status: 401, error: 'replay_window_reset' });
+    expect(c.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"server_changed"') && l.includes('"firstContact":true'))).toBe(true);
+    await recovered(c);
+    for (const t of used) expect((await c.call(t)).status).toBe(401);
+  }, 30_000);
+
+  it('an idle survivor that never claimed rotates the marker anyway; a sidecar started after it learns the loss from the marker', async () => {
+    const { redis, c, used } = await staleRestart({ idleSurvivor: true });
+    for (const t of used) expect(await c.call(t)).toMatchObject({ status: 401, error: 'replay_window_reset' });
+    expect(c.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"epoch_changed"'))).toBe(true);
+    const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    cleanup.push(async () => admin.disconnect());
+    expect(markerTime((await admin.get(`${REPLAY_NAMESPACE}:{0}:epoch`))!)).toBeGreaterThan(Date.now() - 10_000);
   }, 30_000);
 });

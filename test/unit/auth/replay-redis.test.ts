@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPLAY_NAMESPACE, RedisReplayStore, slotGroup, type ResetCause } from '../../../src/auth/replay-redis.js';
+import { refusedByReset } from '../../../src/auth/replay.js';
 import { createLogger } from '../../../src/log.js';
 import { connectRedis, type RedisClient } from '../../../src/redis/connect.js';
 import { disposableRedis, type DisposableRedis } from '../../support/redis.js';
@@ -8,6 +9,8 @@ import { until } from '../../support/until.js';
 // A redis-server of its own: these tests delete the replay marker, which the shared test Redis must keep.
 const WINDOW = 120_000;
 const MARKER = `${REPLAY_NAMESPACE}:{0}:epoch`;
+const SERVER = `${REPLAY_NAMESPACE}:{0}:server`;
+const runIdOf = (info: string) => /^run_id:(\S+)/m.exec(info)?.[1];
 let redis: DisposableRedis;
 const clients: RedisClient[] = [];
 const log = createLogger('error', () => {});
@@ -29,8 +32,17 @@ async function store(opts: { now?: () => number } = {}): Promise<{ store: RedisR
   return { store: new RedisReplayStore(client, { log, windowMs: WINDOW, onReset: (c) => resets.push(c), ...opts }), resets, client };
 }
 
+/** An old marker and a checked server: nothing lost, as a test that starts clean needs it. */
+async function intact(): Promise<void> {
+  const c = connectRedis({ url: redis.url, prefix: '' }, log);
+  clients.push(c);
+  await until(() => c.status === 'ready');
+  await c.set(MARKER, `${Date.now() - 10 * WINDOW}-00000000`);
+  await c.set(SERVER, runIdOf(await c.info('server'))!);
+}
+
 describe('RedisReplayStore', () => {
-  it('a Redis without the marker: the first claim writes it and reports a reset now (fail closed); the id is still spent', async () => {
+  it('a Redis new to every sidecar (no marker, no server key): the check before the first claim writes both and reports a reset now (fail closed); the id is still spent', async () => {
     const a = await store();
     const before = Date.now();
     expect(await a.store.claim('agent:T:j0', 5_000)).toBe(true);
@@ -39,16 +51,16 @@ describe('RedisReplayStore', () => {
     expect(await a.store.claim('agent:T:j0', 5_000)).toBe(false);
     expect(await a.client.get(MARKER)).toMatch(/^\d+-[0-9a-f]{8}$/);
     expect(await a.client.pttl(MARKER)).toBe(-1); // never expires
+    expect(await a.client.get(SERVER)).toBe(runIdOf(await a.client.info('server'))); // this Redis process is now checked
   });
 
-  it('accepts a key once across stores (another sidecar adopts the recent marker as a reset at its time)', async () => {
+  it('accepts a key once across stores (another sidecar adopts the recent marker as a reset)', async () => {
     const a = await store();
     const b = await store();
     const results = await Promise.all([a.store.claim('agent:T:j1', 5_000), b.store.claim('agent:T:j1', 5_000), a.store.claim('agent:T:j2', 5_000)]);
     expect(results.filter(Boolean)).toHaveLength(2);
     expect(results[2]).toBe(true);
-    const markerTime = Number((await a.client.get(MARKER))!.split('-')[0]);
-    expect(b.store.lastReset()).toBe(markerTime);
+    expect(b.store.lastReset()).toBeGreaterThanOrEqual(a.store.lastReset()!);
     expect(b.resets).toEqual(['epoch_changed']);
   });
 
@@ -72,7 +84,89 @@ describe('RedisReplayStore', () => {
     expect(await b.store.claim('agent:T:j7', 5_000)).toBe(true);
     expect(a.resets).toEqual(['marker_missing']);
     expect(b.resets).toEqual(['epoch_changed']);
-    expect(b.store.lastReset()).toBe(a.store.lastReset());
+    expect(b.store.lastReset()).toBeGreaterThanOrEqual(a.store.lastReset()!);
+  });
+
+  it('the reset is at the adopting sidecar\'s own clock, not the clock of the sidecar that wrote the marker', async () => {
+    await intact();
+    const lagging = await store({ now: () => Date.now() - 20_000 }); // its clock is 20 s behind
+    const b = await store();
+    await lagging.store.claim('agent:T:lag1', 5_000);
+    await b.store.claim('agent:T:lag2', 5_000);
+    expect([lagging.resets, b.resets]).toEqual([[], []]);
+    await lagging.client.del(MARKER);
+    await lagging.store.claim('agent:T:lag3', 5_000); // finds the loss and writes the marker at its (early) time
+    expect(lagging.resets).toEqual(['marker_missing']);
+    const adopted = Date.now();
+    await b.store.claim('agent:T:lag4', 5_000);
+    expect(b.resets).toEqual(['epoch_changed']);
+    // Tokens used just before the loss, issued (iat) after the lagging marker time, stay refused at b.
+    expect(b.store.lastReset()).toBeGreaterThanOrEqual(adopted);
+    expect(refusedByReset(b.store.lastReset(), Math.floor(adopted / 1000) - 5, Date.now(), WINDOW)).toBe(true);
+  });
+
+  it('a Redis process no sidecar has checked (a stale snapshot: old marker, the server key of the process before) is a reset on first contact, and the marker is rotated for the others', async () => {
+    const admin = await store();
+    await admin.store.claim('agent:T:snap0', 5_000);
+    const old = `${Date.now() - 10 * WINDOW}-0ld0ld00`;
+    await admin.client.set(MARKER, old);
+    await admin.client.set(SERVER, 'f'.repeat(40)); // the run_id of a process that no longer exists
+    const before = Date.now();
+    const c = await store(); // a fresh sidecar: no earlier run_id to compare, and the marker survived
+    expect(await c.store.claim('agent:T:snap1', 5_000)).toBe(true);
+    expect(c.resets).toEqual(['server_changed']);
+    expect(c.store.lastReset()).toBeGreaterThanOrEqual(before);
+    const rotated = (await admin.client.get(MARKER))!;
+    expect(rotated).not.toBe(old);
+    expect(Number(rotated.split('-')[0])).toBeGreaterThanOrEqual(before);
+    expect(await admin.client.get(SERVER)).toBe(runIdOf(await admin.client.info('server')));
+    // A later sidecar finds the process checked: the young marker tells it (one reset each, no second rotation).
+    const d = await store();
+    await d.store.claim('agent:T:snap2', 5_000);
+    expect(d.resets).toEqual(['epoch_changed']);
+    expect(await admin.client.get(MARKER)).toBe(rotated);
+  });
+
+  it('rotates on a server change even when the marker is not the one this sidecar knows (a snapshot older than the last rotation)', async () => {
+    await intact();
+    const a = await store();
+    await a.store.claim('agent:T:cas0', 5_000);
+    expect(a.resets).toEqual([]);
+    // What a stale snapshot holds: an older marker than a knows, and the server key of the process before.
+    const older = `${Date.now() - 10 * WINDOW}-0ld0ld00`;
+    await a.client.set(MARKER, older);
+    await a.client.set(SERVER, 'e'.repeat(40));
+    const before = Date.now();
+    a.client.disconnect(true); // a new socket: a's server check runs again
+    await until(async () => { try { await a.store.claim(`agent:T:cas-${Date.now()}`, 5_000); return true; } catch { return false; } }, 5_000);
+    expect(a.resets).toEqual(['server_changed']);
+    const marker = (await a.client.get(MARKER))!;
+    expect(Number(marker.split('-')[0])).toBeGreaterThanOrEqual(before);
+    const c = await store();
+    await c.store.claim('agent:T:cas1', 5_000);
+    expect(c.resets).toEqual(['epoch_changed']);
+  });
+
+  it('a slow Redis during the server check: every claim waiting on it fails at once, with one check (INFO server + memory), and the next claim starts one new check', async () => {
+    const admin = await store();
+    const client = connectRedis({ url: redis.url, prefix: '' }, log);
+    clients.push(client);
+    await until(() => client.status === 'ready');
+    const sections: string[] = [];
+    const info = client.info.bind(client) as (...a: unknown[]) => Promise<string>;
+    (client as unknown as { info: (...a: unknown[]) => Promise<string> }).info = (...a: unknown[]) => { sections.push(String(a[0] ?? 'all')); return info(...a); };
+    await admin.client.call('CLIENT', 'PAUSE', '1200', 'ALL'); // every command waits 1.2 s: longer than the 250 ms command timeout
+    const started = Date.now();
+    const s = new RedisReplayStore(client, { log, windowMs: WINDOW });
+    const settled = await Promise.all(Array.from({ length: 8 }, (_, i) => s.claim(`agent:T:slow${i}`, 5_000).then(() => ({ ok: true, at: Date.now() - started }), () => ({ ok: false, at: Date.now() - started }))));
+    expect(settled.every((r) => !r.ok)).toBe(true);
+    const times = settled.map((r) => r.at);
+    expect(Math.max(...times)).toBeLessThan(700); // one timeout (250 ms), not one per waiter (8 x 250 ms)
+    expect(Math.max(...times) - Math.min(...times)).toBeLessThan(100);
+    expect(sections.sort()).toEqual(['memory', 'server']);
+    await until(() => Date.now() - started > 1_300);
+    expect(await s.claim('agent:T:slow-after', 5_000)).toBe(true);
+    expect(sections.sort()).toEqual(['memory', 'memory', 'server', 'server']);
   });
 
   it('an unreadable marker counts as written now (fail closed)', async () => {

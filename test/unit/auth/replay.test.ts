@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CLOCK_SKEW_SECONDS, checkTimes } from '../../../src/auth/claims.js';
 import { MemoryReplayStore, REPLAY_BYTES_PER_ID, replayCapacity, refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../../src/auth/replay.js';
 
 /** A clock the test moves by hand. */
@@ -106,15 +107,30 @@ describe('replayKey', () => {
 
 describe('refusedByReset', () => {
   const at = 1_700_000_000_500; // the loss was found half-way through second 1_700_000_000
+  const second = 1_700_000_000;
   const window = 120_000;
   it('refuses tokens issued in the second of the reset or before, for one window', () => {
-    expect(refusedByReset(at, 1_700_000_000, at + 1, window)).toBe(true);
-    expect(refusedByReset(at, 1_699_999_950, at + 60_000, window)).toBe(true);
-    expect(refusedByReset(at, 1_700_000_000, at + window - 1, window)).toBe(true);
+    expect(refusedByReset(at, second, at + 1, window)).toBe(true);
+    expect(refusedByReset(at, second - 50, at + 60_000, window)).toBe(true);
+    expect(refusedByReset(at, second, at + window - 1, window)).toBe(true);
   });
-  it('lets fresh tokens through, and everything once the window has passed', () => {
-    expect(refusedByReset(at, 1_700_000_001, at + 1, window)).toBe(false);
-    expect(refusedByReset(at, 1_700_000_000, at + window, window)).toBe(false);
+  it('refuses tokens issued up to the tolerated skew (30 s) after the reset: an agent clock ahead may have used them just before the loss', () => {
+    // Step 7 accepted iat <= now + 30 before the loss; such a token may come back after it.
+    expect(refusedByReset(at, second + 1, at + 1, window)).toBe(true);
+    expect(refusedByReset(at, second + CLOCK_SKEW_SECONDS, at + 1, window)).toBe(true);
+    expect(refusedByReset(at, second + CLOCK_SKEW_SECONDS + 1, at + 1, window)).toBe(false);
+  });
+  it('refuses until the last second such a token could pass step 7 (exp + 30 <= reset second + 120)', () => {
+    const iat = second + CLOCK_SKEW_SECONDS;
+    const lastAccepted = (iat + 60 + CLOCK_SKEW_SECONDS) * 1000 + 999; // checkTimes: exp + 30 < floor(now) is expired
+    expect(checkTimes({ iat, exp: iat + 60 }, Math.floor(lastAccepted / 1000))).toBeUndefined();
+    expect(refusedByReset(at, iat, lastAccepted, window)).toBe(true);
+    expect(checkTimes({ iat, exp: iat + 60 }, Math.floor(lastAccepted / 1000) + 1)).toMatchObject({ code: 'token_expired' });
+    expect(refusedByReset(at, iat, lastAccepted + 1, window)).toBe(false);
+  });
+  it('lets fresh tokens through once past the skew, and everything once the window has passed', () => {
+    expect(refusedByReset(at, second + 31, at + 1, window)).toBe(false);
+    expect(refusedByReset(at, second, (second + 121) * 1000, window)).toBe(false);
     expect(refusedByReset(undefined, 1, 2, window)).toBe(false);
   });
 });

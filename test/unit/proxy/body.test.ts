@@ -1,5 +1,7 @@
+import type { IncomingMessage } from 'node:http';
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { jsonMethodOverride, multipartMethodOverride } from '../../../src/proxy/body.js';
+import { bodyOverrideDenial, decodedContent, jsonMethodOverride, jsonUtf8, multipartMethodOverride } from '../../../src/proxy/body.js';
 
 const b = (s: string): Buffer => Buffer.from(s);
 
@@ -44,5 +46,128 @@ describe('multipartMethodOverride', () => {
 
   it('finds none in other parts, file names or values', () => {
     expect(multipartMethodOverride(body(part('"file"; filename="_method"', '_method=DELETE'), part('"payment_method"', 'card')))).toBe(false);
+  });
+});
+
+const OVERRIDE = '{"text":"hi","_method":"DELETE"}';
+const utf32 = (s: string, little: boolean): Buffer => {
+  const out = Buffer.alloc(s.length * 4);
+  for (let i = 0; i < s.length; i++) little ? out.writeUInt32LE(s.charCodeAt(i), i * 4) : out.writeUInt32BE(s.charCodeAt(i), i * 4);
+  return out;
+};
+
+describe('jsonUtf8 (Python\'s json.detect_encoding, RFC 4627 §3)', () => {
+  it.each([
+    ['UTF-8', b(OVERRIDE)],
+    ['a UTF-8 BOM', b(`\ufeff${OVERRIDE}`)],
+    ['UTF-16LE', Buffer.from(OVERRIDE, 'utf16le')],
+    ['UTF-16LE with a BOM', Buffer.from(`\ufeff${OVERRIDE}`, 'utf16le')],
+    ['UTF-16BE', Buffer.from(OVERRIDE, 'utf16le').swap16()],
+    ['UTF-16BE with a BOM', Buffer.from(`\ufeff${OVERRIDE}`, 'utf16le').swap16()],
+    ['UTF-32LE', utf32(OVERRIDE, true)],
+    ['UTF-32BE', utf32(OVERRIDE, false)],
+    ['UTF-32LE with a BOM', utf32(`\ufeff${OVERRIDE}`, true)],
+    ['UTF-32BE with a BOM', utf32(`\ufeff${OVERRIDE}`, false)],
+  ])('reads %s as the same text, and finds the override in it', (_what, body) => {
+    expect(jsonUtf8(body).toString('utf8')).toBe(OVERRIDE);
+    expect(jsonMethodOverride(body)).toBe(true);
+  });
+
+  it('returns a plain UTF-8 body itself (no copy)', () => {
+    const body = b('{"a":1}');
+    expect(jsonUtf8(body)).toBe(body);
+  });
+});
+
+describe('jsonMethodOverride: the first value when more follows (Go\'s json.Decoder)', () => {
+  it.each([`${OVERRIDE} x`, `${OVERRIDE}{"b":1}`, `\n ${OVERRIDE}]]`, '{"s":"}{","_method":"PUT"} trailing', '{"s":"\\"}","_method":"PUT"}x'])('finds it in %s', (text) => {
+    expect(jsonMethodOverride(b(text))).toBe(true);
+  });
+
+  it.each(['{"text":"hi"} {"_method":"DELETE"}', 'x {"_method":"DELETE"}', '{"_method":"DELETE"'])('finds none in %s', (text) => {
+    expect(jsonMethodOverride(b(text))).toBe(false);
+  });
+});
+
+describe('multipartMethodOverride: header blocks as PHP and busboy read them', () => {
+  const mp = (disposition: string, eol = '\r\n'): Buffer => b(`--b${eol}${disposition}${eol}${eol}DELETE${eol}--b--${eol}`);
+  it.each([
+    ["single quotes", "Content-Disposition: form-data; name='_method'"],
+    ['no "form-data;"', 'Content-Disposition: name="_method"'],
+    ['two names (PHP takes the last)', 'Content-Disposition: form-data; name="x"; name="_method"'],
+    ['two names (busboy takes the first)', 'Content-Disposition: form-data; name="_method"; name="x"'],
+    ['a continuation line without a colon', 'Content-Disposition: form-data\r\n; name="_method"'],
+    ['a continuation line with a leading space', 'Content-Disposition: form-data\r\n ; name="_method"'],
+    ['upper-case NAME, no spaces', 'Content-Disposition:form-data;NAME="_method"'],
+    ['a NUL in the name', 'Content-Disposition: form-data; name="_method\0x"'],
+    ['an unquoted name and a stray quote', 'Content-Disposition: form-data; foo="; name=_method"'],
+    ['a header block after other headers', 'Content-Type: text/plain\r\nContent-Disposition: form-data; name="_method"'],
+  ])('finds a "_method" part named with %s', (_what, d) => {
+    expect(multipartMethodOverride(mp(d))).toBe(true);
+  });
+
+  it('reads LF-only line ends too', () => {
+    expect(multipartMethodOverride(mp('Content-Disposition: form-data; name="_method"', '\n'))).toBe(true);
+  });
+
+  it('ignores part contents, filenames and longer names', () => {
+    const page = '<input type="hidden" name="_method" value="PUT">';
+    expect(multipartMethodOverride(b(`--b\r\nContent-Disposition: form-data; name="page"; filename="_method"\r\n\r\n${page}\r\n--b\r\nContent-Disposition: form-data; name="payment_method"\r\n\r\nx\r\n--b--\r\n`))).toBe(false);
+  });
+});
+
+const req = (headers: Record<string, string>): IncomingMessage => ({ headers }) as unknown as IncomingMessage;
+
+describe('bodyOverrideDenial', () => {
+  it.each([
+    ['a form', { 'content-type': 'application/x-www-form-urlencoded' }, '_method=DELETE'],
+    ['no Content-Type, read as a form (Rack)', {}, 'a=1&_method=DELETE'],
+    ['no Content-Type, read as JSON', {}, OVERRIDE],
+    ['JSON', { 'content-type': 'application/json' }, OVERRIDE],
+    ['text/plain, read as JSON by lenient apps', { 'content-type': 'text/plain' }, OVERRIDE],
+    ['multipart', { 'content-type': 'multipart/form-data; boundary=b' }, '--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'],
+  ])('refuses the override in %s', async (_what, headers, body) => {
+    expect(await bodyOverrideDenial(req(headers), b(body), 1024)).toMatchObject({ code: 'invalid_body' });
+  });
+
+  it('refuses a form field name that is not valid percent-encoding, but not a bad value', async () => {
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    expect(await bodyOverrideDenial(req(form), b('a=1&_method%00%zz=DELETE'), 1024)).toMatchObject({ code: 'invalid_body' });
+    expect(await bodyOverrideDenial(req(form), b('a%C0=1'), 1024)).toMatchObject({ code: 'invalid_body' });
+    expect(await bodyOverrideDenial(req(form), b('a=100%'), 1024)).toBeUndefined();
+  });
+
+  it('a body without Content-Type is not refused for a bad escape (only Rack reads it, and Rack refuses it)', async () => {
+    expect(await bodyOverrideDenial(req({}), b('{"pct":"100%"}'), 1024)).toBeUndefined();
+  });
+
+  it('refuses a UTF-7 charset', async () => {
+    expect(await bodyOverrideDenial(req({ 'content-type': 'application/json; charset="UTF-7"' }), b('{}'), 1024)).toMatchObject({ code: 'unsupported_media_type' });
+  });
+
+  it.each([
+    ['gzip', gzipSync], ['x-gzip', gzipSync], ['deflate', deflateSync], ['deflate', deflateRawSync], ['br', brotliCompressSync], [' GZIP ', gzipSync],
+  ])('looks inside a %s body', async (coding, compress) => {
+    const enc = { 'content-type': 'application/json', 'content-encoding': coding };
+    expect(await bodyOverrideDenial(req(enc), compress(OVERRIDE), 1024)).toMatchObject({ code: 'invalid_body' });
+    expect(await bodyOverrideDenial(req(enc), compress('{"text":"hi"}'), 1024)).toBeUndefined();
+  });
+});
+
+describe('decodedContent', () => {
+  it('returns an identity body itself', async () => {
+    const body = b('x');
+    expect(await decodedContent(body, undefined, 10)).toBe(body);
+    expect(await decodedContent(body, 'identity', 10)).toBe(body);
+  });
+
+  it('refuses codings it cannot read, bodies that do not inflate, and output over the limit', async () => {
+    expect(await decodedContent(b('x'), 'zstd', 10)).toMatchObject({ code: 'unsupported_media_type' });
+    expect(await decodedContent(gzipSync(gzipSync('x')), 'gzip, gzip', 10)).toMatchObject({ code: 'unsupported_media_type' });
+    expect(await decodedContent(b('not gzip'), 'gzip', 10)).toMatchObject({ code: 'unsupported_media_type' });
+    expect(await decodedContent(b('not deflate'), 'deflate', 10)).toMatchObject({ code: 'unsupported_media_type' });
+    expect(await decodedContent(gzipSync(Buffer.alloc(11)), 'gzip', 10)).toMatchObject({ code: 'body_too_large' });
+    expect(await decodedContent(deflateRawSync(Buffer.alloc(11)), 'deflate', 10)).toMatchObject({ code: 'body_too_large' });
+    expect(await decodedContent(gzipSync(Buffer.alloc(10)), 'gzip', 10)).toEqual(Buffer.alloc(10));
   });
 });

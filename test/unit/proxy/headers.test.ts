@@ -34,6 +34,10 @@ describe('upstreamRequestHeaders', () => {
     'X-Original-URL', 'X-Rewrite-URL', 'X-Original-Host', 'X-Host', 'X-HTTP-Destinationurl', 'X-Forwarded-Host', 'X-Forwarded-Proto', 'X-Forwarded-Port',
     'X-Forwarded-Prefix', 'X-Forwarded-For', 'Forwarded', 'X-Envoy-Original-Path', 'X-Originating-IP', 'X-Remote-Addr', 'Remote-User',
     'X-HTTP-Method-Override', 'X-Agent-Role', 'Connection', 'Transfer-Encoding', 'X-Request-Id',
+    // second round: httpoxy, scheme and script path, auth-proxy identity assertions
+    'Proxy', 'Front-End-Https', 'X-Url-Scheme', 'X-Scheme', 'X-Script-Name', 'X-Amzn-Oidc-Data', 'X-Amzn-Oidc-Identity',
+    'X-Goog-Authenticated-User-Email', 'X-Goog-Authenticated-User-Id', 'X-Ms-Client-Principal', 'X-Ms-Client-Principal-Name',
+    'X-Webauth-User', 'X-Remote-Group',
   ])('drops %s (a dropped family)', (name) => {
     expect(names(upstreamRequestHeaders([name, 'v', 'X-Kept', '1'], { requestId: 'r' }))).toEqual(['x-request-id', 'X-Kept']);
   });

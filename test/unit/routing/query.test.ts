@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkQueryShape, DEFAULT_MAX_QUERY_PARAMS, keyReadAs, nameReadings, overridesMethod, phpName, queryNames, readConstrainedQuery } from '../../../src/routing/query.js';
+import { checkQueryShape, DEFAULT_MAX_QUERY_PARAMS, keyProblem, keyReadAs, nameReadings, overridesMethod, phpName, queryNames, readConstrainedQuery } from '../../../src/routing/query.js';
 
 const names = (...n: string[]): Set<string> => new Set(n);
 
@@ -187,5 +187,62 @@ describe('queryNames', () => {
 
   it('skips keys it cannot decode', () => {
     expect(queryNames('%zz=1&ok=2')).toEqual(new Set(['ok']));
+  });
+});
+
+describe('keys that are not valid percent-encoding (PHP and qs read them leniently)', () => {
+  it.each([
+    ['"_method", NUL, a bad escape (PHP: "_method")', '_method%00%zz=DELETE'],
+    ['a name, NUL, a bad escape (PHP: "amount")', 'amount%00%zz=99999'],
+    ['qs\'s "[amount]" and invalid UTF-8 (qs: "amount")', '[amount]%C0=99999'],
+    ['"_method[]" and a bad escape (qs: "_method")', '_method[]%zz=DELETE'],
+    ['a truncated escape', 'x%2=1'],
+    ['a lone "%"', 'x%=1'],
+  ])('checkQueryShape refuses a key with %s', (_what, pair) => {
+    expect(checkQueryShape(`a=1&${pair}`)).toMatchObject({ code: 'invalid_query' });
+  });
+
+  it('checkQueryShape leaves malformed values alone (they rename nothing)', () => {
+    expect(checkQueryShape('q=100%&r=%zz')).toBeUndefined();
+  });
+
+  it('keyReadAs and overridesMethod read an undecodable key as PHP does, not skip it', () => {
+    expect(keyReadAs('amount%00%zz=99999', new Set(['amount']))).toBe('amount\\u0000%zz');
+    expect(keyReadAs('[amount]%C0=1', new Set(['amount']))).toBe('[amount]\u00c0');
+    expect(overridesMethod('_method%00%zz=DELETE')).toBe(true);
+    expect(overridesMethod('_method%zz=DELETE')).toBe(false); // PHP: "_method%zz", no override
+  });
+});
+
+describe('qs\'s and Rack\'s top-level names', () => {
+  // qs 6.x lib/parse.js parseKeys: a key that starts with a "[...]" group has that group's text as its
+  // root, whatever follows ("[limit]x=500" is {limit: "500"}); text outside groups is dropped.
+  it.each([['[limit]x', 'limit'], ['[limit]%C0', 'limit'], ['a[b]x', 'a'], ['[_method]x', '_method']])('reads %s as %s (qs)', (key, name) => {
+    expect(nameReadings(key).has(name)).toBe(true);
+  });
+
+  it('refuses qs\'s "[limit]x" beside a constrained "limit" (Express: req.query.limit is ["500", "5"])', () => {
+    expect(readConstrainedQuery('[limit]x=500&limit=5', names('limit'))).toMatchObject({ code: 'invalid_query' });
+  });
+
+  // Rack 2.2 normalize_params: /\A[\[\]]*([^\[\]]+)\]*/ — leading brackets skipped, then the first run
+  // without brackets is the name.
+  it.each([']_method', '_method]', '[[_method]]', '[_method]x', ']]_method[x'])('reads %s as "_method" (Rack 2.2)', (key) => {
+    expect(nameReadings(key).has('_method')).toBe(true);
+    expect(overridesMethod(`${key}=DELETE`)).toBe(true);
+  });
+
+  it('still reads names that only contain "method" as themselves', () => {
+    expect(overridesMethod('payment_method]=x&[methods]=y&method=z')).toBe(false);
+  });
+});
+
+describe('keyProblem (form bodies)', () => {
+  it('tells a malformed key from a method override, and reads leniently when asked to', () => {
+    expect(keyProblem('a=1&b%zz=2')).toBe('malformed');
+    expect(keyProblem('a=1&_method=PUT')).toBe('method');
+    expect(keyProblem('a=1&_method%00%zz=PUT', false)).toBe('method');
+    expect(keyProblem('a=1&b%zz=2', false)).toBeUndefined();
+    expect(keyProblem('a=100%25&b=%zz')).toBeUndefined();
   });
 });

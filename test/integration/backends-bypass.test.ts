@@ -1,0 +1,251 @@
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { loadPolicyText } from '../../src/policy/load.js';
+import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
+import { BACKENDS, missingTool, startBackend, type Backend, type BackendName, type Seen } from '../support/backends.js';
+import { testAgent, type TestAgent } from '../support/fixture.js';
+import { rawRequest, type RawResponse } from '../support/raw.js';
+
+/**
+ * The second round of parser differentials (issue 15, review of items 5–9):
+ * undecodable query and form keys, multipart header blocks read loosely,
+ * JSON in a BOM, UTF-16/32 or followed by garbage, compressed bodies, and
+ * headers the first round missed. Each attack is shown real against the
+ * stack that misreads it (reached directly), then refused through the sidecar.
+ */
+const policyText = (bot: TestAgent): string => `
+version: 1
+provider: { name: items-service, issuer: https://items.example.com, description: Items }
+capabilities:
+  - { name: listItems, method: GET, path: /items }
+  - { name: createItem, method: POST, path: /items }
+  - { name: addNote, method: POST, path: /notes }
+public:
+  - { method: GET, path: /health }
+  - { method: POST, path: /hooks }
+agents:
+  - { id: ${bot.id}, name: items-bot, publicKey: { kty: OKP, crv: Ed25519, x: "${bot.keys.publicJwk.x}" } }
+grants:
+  - agent: ${bot.id}
+    capability: listItems
+    status: active
+    constraints:
+      limit: { max: 50 }
+  - agent: ${bot.id}
+    capability: createItem
+    status: active
+    constraints:
+      qty: { max: 10 }
+  - { agent: ${bot.id}, capability: addNote, status: active }
+`;
+
+const requireBackends = process.env.AGENTS_CHAIN_REQUIRE_BACKENDS === '1';
+for (const name of BACKENDS) {
+  const missing = missingTool(name);
+  if (missing && requireBackends) throw new Error(`AGENTS_CHAIN_REQUIRE_BACKENDS=1 but ${missing}`);
+  // eslint-disable-next-line no-console
+  if (missing) console.warn(`skipping the ${name} backend tests: ${missing}`);
+  describe.skipIf(missing !== undefined)(`behind the sidecar, second round: ${name}`, () => suite(name));
+}
+
+const JSON_TYPE = 'Content-Type: application/json';
+const FORM_TYPE = 'Content-Type: application/x-www-form-urlencoded';
+const utf16be = (s: string): Buffer => Buffer.from(s, 'utf16le').swap16();
+const utf32le = (s: string): Buffer => {
+  const out = Buffer.alloc(s.length * 4);
+  for (let i = 0; i < s.length; i++) out.writeUInt32LE(s.charCodeAt(i), i * 4);
+  return out;
+};
+const OVERRIDE = '{"text":"hi","_method":"DELETE"}';
+const multipart = (disposition: string): string => `--b\r\n${disposition}\r\n\r\nDELETE\r\n--b--\r\n`;
+/** Content-Disposition lines PHP reads as a "_method" field (checked against php -S 8.2). */
+const MULTIPART_NAMES: [string, string][] = [
+  ['single quotes', "Content-Disposition: form-data; name='_method'"],
+  ['no "form-data;"', 'Content-Disposition: name="_method"'],
+  ['two names, PHP takes the last', 'Content-Disposition: form-data; name="x"; name="_method"'],
+  ['a continuation line without a colon', 'Content-Disposition: form-data\r\n; name="_method"'],
+  ['a continuation line with a leading space', 'Content-Disposition: form-data\r\n ; name="_method"'],
+];
+
+function suite(name: BackendName): void {
+  let backend: Backend;
+  let sidecar: Sidecar;
+  let bot: TestAgent;
+  beforeAll(async () => {
+    bot = await testAgent('agent-items-bot');
+    backend = await startBackend(name);
+    const policy = await loadPolicyText(policyText(bot), 'items.yaml');
+    sidecar = await startSidecar({ policy, upstream: backend.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}) });
+  }, 120_000);
+  afterAll(async () => {
+    await sidecar?.close();
+    await backend?.close();
+  });
+
+  /** Sends the request line and headers exactly as given (plus Host and Connection: close), with an optional body. */
+  const send = (line: string, headers: string[] = [], body?: string | Buffer, to = sidecar.url): Promise<RawResponse> => {
+    const bytes = typeof body === 'string' ? Buffer.from(body, 'latin1') : body;
+    const head = [line, 'Host: items.internal', 'Connection: close', ...headers, ...(bytes === undefined ? [] : [`Content-Length: ${bytes.length}`]), '', ''].join('\r\n');
+    return rawRequest(to, bytes ? Buffer.concat([Buffer.from(head, 'latin1'), bytes]) : head);
+  };
+  const auth = async (cap: string): Promise<string> => `Authorization: Bearer ${await bot.signer.sign(cap)}`;
+  const direct = async (line: string, headers: string[] = [], body?: string | Buffer): Promise<Seen> => {
+    const before = backend.seen().length;
+    await send(line, headers, body, backend.url);
+    expect(backend.seen().length).toBe(before + 1);
+    return backend.seen().at(-1)!;
+  };
+  async function expectRefused(r: Promise<RawResponse>, status: number, code: string): Promise<void> {
+    const before = backend.seen().length;
+    const res = await r;
+    expect({ status: res.status, error: res.json().error }, res.body).toEqual({ status, error: code });
+    expect(backend.seen().length).toBe(before);
+  }
+  async function forwarded(r: Promise<RawResponse>): Promise<Seen> {
+    const before = backend.seen().length;
+    const res = await r;
+    expect(res.status, res.body).toBe(200);
+    expect(backend.seen().length).toBe(before + 1);
+    return backend.seen().at(-1)!;
+  }
+
+  it('the attacks are real: what this app reads when they reach it directly', async () => {
+    if (name === 'php') {
+      // urldecode keeps "%zz" and the name ends at the NUL: "_method", "qty".
+      expect((await direct('POST /notes?_method%00%zz=DELETE HTTP/1.1', [JSON_TYPE], '{"text":"hi"}')).method).toBe('DELETE');
+      expect((await direct('POST /items?qty%00%zz=500 HTTP/1.1', [JSON_TYPE], '{"qty":1}')).query.qty).toBe('500');
+      expect((await direct('POST /hooks HTTP/1.1', [FORM_TYPE], '_method%00%zz=DELETE')).method).toBe('DELETE');
+      for (const [what, d] of MULTIPART_NAMES) {
+        expect((await direct('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d))).method, what).toBe('DELETE');
+      }
+    }
+    if (name === 'python') {
+      // json.loads on bytes skips a BOM and detects UTF-16/32 (json.detect_encoding).
+      for (const body of [Buffer.from(`\ufeff${OVERRIDE}`), Buffer.from(OVERRIDE, 'utf16le'), utf16be(OVERRIDE), utf32le(OVERRIDE), Buffer.from(`\ufeff${OVERRIDE}`, 'utf16le')]) {
+        expect((await direct('POST /notes HTTP/1.1', [JSON_TYPE], body)).method).toBe('DELETE');
+      }
+    }
+    if (name === 'go') {
+      // json.NewDecoder(...).Decode reads the first value and leaves the rest.
+      expect((await direct('POST /notes HTTP/1.1', [JSON_TYPE], `${OVERRIDE} x`)).method).toBe('DELETE');
+    }
+    if (name === 'node') {
+      // body-parser inflates gzip, deflate and br before it parses.
+      expect((await direct('POST /notes HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], gzipSync(OVERRIDE))).method).toBe('DELETE');
+      expect((await direct('POST /notes HTTP/1.1', [JSON_TYPE, 'Content-Encoding: br'], brotliCompressSync(OVERRIDE))).method).toBe('DELETE');
+    }
+  });
+
+  describe('keys that are not valid percent-encoding', () => {
+    it.each([
+      ['"_method" then NUL and a bad escape', 'POST /notes?_method%00%zz=DELETE HTTP/1.1', 'addNote'],
+      ['a constrained body field, NUL, bad escape', 'POST /items?qty%00%zz=500 HTTP/1.1', 'createItem'],
+      ['qs\'s "[qty]" then invalid UTF-8', 'POST /items?[qty]%C0=500 HTTP/1.1', 'createItem'],
+      ['"_method[]" then a bad escape', 'POST /notes?_method[]%zz=DELETE HTTP/1.1', 'addNote'],
+    ])('refuses a query key with %s (invalid_query)', async (_what, line, cap) => {
+      await expectRefused(send(line, [await auth(cap), JSON_TYPE], cap === 'createItem' ? '{"qty":1}' : '{"text":"hi"}'), 400, 'invalid_query');
+    });
+
+    it('refuses one on a public route too', async () => {
+      await expectRefused(send('GET /health?x%zz=1 HTTP/1.1'), 400, 'invalid_query');
+    });
+
+    it('forwards a malformed value (only names are misread)', async () => {
+      const seen = await forwarded(send('GET /health?q=100% HTTP/1.1'));
+      expect(seen.path).toBe('/health');
+    });
+
+    it('refuses a form field name with a bad escape (invalid_body)', async () => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [FORM_TYPE], 'url=x&_method%00%zz=DELETE'), 400, 'invalid_body');
+    });
+  });
+
+  describe('qs\'s and Rack\'s readings', () => {
+    it('refuses qs\'s "[limit]x" beside "limit" (qs reads both as limit)', async () => {
+      await expectRefused(send('GET /items?[limit]x=500&limit=5 HTTP/1.1', [await auth('listItems')]), 400, 'invalid_query');
+    });
+
+    it.each(['[_method]x=DELETE', ']_method=DELETE', '_method]=DELETE', '[[_method]]=DELETE'])('refuses the form field %s', async (body) => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [FORM_TYPE], body), 400, 'invalid_body');
+    });
+
+    it('reads a POST body without Content-Type as a form too (Rack does)', async () => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [], 'url=x&_method=DELETE'), 400, 'invalid_body');
+      const seen = await forwarded(send('POST /hooks HTTP/1.1', [], 'url=x&method=card'));
+      expect(seen.method).toBe('POST');
+    });
+  });
+
+  describe('multipart header blocks', () => {
+    it.each(MULTIPART_NAMES)('refuses a "_method" part named with %s', async (_what, d) => {
+      await expectRefused(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d)), 400, 'invalid_body');
+    });
+
+    it('forwards a file whose content names "_method" (only header blocks count)', async () => {
+      const file = '<form method="post"><input type="hidden" name="_method" value="PUT"></form>';
+      const body = `--b\r\nContent-Disposition: form-data; name="page"; filename="edit.html"\r\nContent-Type: text/html\r\n\r\n${file}\r\n--b--\r\n`;
+      const seen = await forwarded(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], body));
+      expect(seen.method).toBe('POST');
+    });
+  });
+
+  describe('JSON as lenient parsers read it', () => {
+    it.each([
+      ['a UTF-8 BOM', Buffer.from(`\ufeff${OVERRIDE}`)],
+      ['UTF-16LE', Buffer.from(OVERRIDE, 'utf16le')],
+      ['UTF-16LE with a BOM', Buffer.from(`\ufeff${OVERRIDE}`, 'utf16le')],
+      ['UTF-16BE', utf16be(OVERRIDE)],
+      ['UTF-32LE', utf32le(OVERRIDE)],
+      ['trailing bytes after the first value', Buffer.from(`${OVERRIDE} x`)],
+    ])('refuses "_method" in %s', async (_what, body) => {
+      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE], body), 400, 'invalid_body');
+    });
+
+    it('refuses a UTF-7 charset, which iconv-lite decodes ("+AF8-method" is "_method")', async () => {
+      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json; charset=utf-7'], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
+    });
+  });
+
+  describe('compressed bodies', () => {
+    it.each([
+      ['gzip', gzipSync],
+      ['deflate', deflateSync],
+      ['deflate', deflateRawSync],
+      ['br', brotliCompressSync],
+    ])('refuses "_method" inside a %s body', async (coding, compress) => {
+      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, `Content-Encoding: ${coding}`], compress(OVERRIDE)), 400, 'invalid_body');
+      await expectRefused(send('POST /hooks HTTP/1.1', [FORM_TYPE, `Content-Encoding: ${coding}`], compress('url=x&_method=DELETE')), 400, 'invalid_body');
+    });
+
+    it('forwards a legitimate compressed body as sent', async () => {
+      const seen = await forwarded(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, 'Content-Encoding: gzip'], gzipSync('{"text":"hi"}')));
+      expect(seen.method).toBe('POST');
+      expect(seen.headers['content-encoding']).toBe('gzip');
+    });
+
+    it('refuses a coding it cannot read, and a body that does not decode as its coding says (unsupported_media_type)', async () => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: zstd'], 'xx'), 415, 'unsupported_media_type');
+      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip, gzip'], gzipSync(gzipSync('{}'))), 415, 'unsupported_media_type');
+      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], OVERRIDE), 415, 'unsupported_media_type');
+    });
+
+    it('refuses a body that inflates past the body limit (body_too_large)', async () => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], gzipSync(Buffer.alloc(2 * 1024 * 1024, 0x20))), 413, 'body_too_large');
+    });
+  });
+
+  it('drops Proxy (httpoxy) and the scheme, script-path and auth-proxy identity headers', async () => {
+    const spoofed = [
+      'Proxy: http://10.6.6.6:8080', 'Front-End-Https: on', 'X-Url-Scheme: https', 'X-Scheme: https', 'X-Script-Name: /admin',
+      'X-Amzn-Oidc-Identity: admin', 'X-Goog-Authenticated-User-Email: accounts.google.com:admin@example.com',
+      'X-Ms-Client-Principal-Name: admin', 'X-Webauth-User: admin', 'X-Remote-Group: admins',
+    ];
+    const seen = await forwarded(send('GET /health HTTP/1.1', [...spoofed, 'X-Kept: yes']));
+    expect(seen.headers['x-kept']).toBe('yes');
+    for (const h of spoofed) {
+      const n = h.slice(0, h.indexOf(':')).toLowerCase();
+      expect(seen.headers[n], n).toBeUndefined();
+    }
+  });
+}

@@ -1,0 +1,10 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+// Used by `make test` / `make test-node24` (`--config test/vitest.config.ts`); the project root stays the working directory.
+export default defineConfig({
+  test: {
+    // The shared test Redis gets an intact replay window before any file runs (see the file).
+    globalSetup: [fileURLToPath(new URL('./support/global-setup.ts', import.meta.url))],
+  },
+});
