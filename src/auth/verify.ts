@@ -11,6 +11,13 @@ export { CLOCK_SKEW_SECONDS };
  * widened to cover every instant a token could still pass step 7.
  */
 export const REPLAY_WINDOW_SECONDS = MAX_TOKEN_LIFETIME_SECONDS + 2 * CLOCK_SKEW_SECONDS;
+/**
+ * How long a spent jti is kept, in ms: step 7 compares whole seconds (the
+ * clock is floored), so a token still passes during the whole second
+ * exp + skew, up to one second past REPLAY_WINDOW_SECONDS after its first
+ * possible use.
+ */
+export const REPLAY_TTL_MS = (REPLAY_WINDOW_SECONDS + 1) * 1000;
 
 export interface AgentClaims extends TimeClaims {
   sub: string;

@@ -86,7 +86,7 @@ export function guidanceFor(denial: Denial, ctx: EnvelopeContext): string {
     case 'token_replayed':
       return 'Each token is single-use. Mint a new token (a new jti) for this call and retry.';
     case 'replay_window_reset':
-      return 'The service lost its record of recently used tokens, so tokens issued before that moment are refused for a short while. Mint a new token (new jti, current iat) and retry.';
+      return 'The service lost its record of recently used tokens, so tokens issued before that moment (or within 30 seconds after it) are refused for up to two minutes. Wait a few seconds, mint a new token (new jti, current iat) and retry; new tokens pass again about 30 seconds after the loss was found.';
     case 'token_missing':
     case 'token_invalid':
     case 'agent_not_found':

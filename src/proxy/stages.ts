@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { extractToken, tokenSent } from '../auth/extract.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { refusedByReset, replayKey, ReplayStoreUnavailableError, type ReplayStore } from '../auth/replay.js';
-import { REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type VerifiedToken } from '../auth/verify.js';
+import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type VerifiedToken } from '../auth/verify.js';
 import type { AgentSigner } from '../identity/client.js';
 import type { RegisteredAgents } from '../registration/directory.js';
 import { verifyHostToken, type VerifiedHostToken } from '../registration/host-token.js';
@@ -154,12 +154,12 @@ async function spend(deps: Deps, key: string, jti: string, iat: number): Promise
   const windowMs = REPLAY_WINDOW_SECONDS * 1000;
   // A store that lost its ids: a token from before the loss may have been used already (checked again after the claim, which may find the loss).
   const reset = () => refusedByReset(deps.replay.lastReset?.(), iat, deps.now(), windowMs)
-    ? deny('replay_window_reset', `token ${jti} was issued before the replay store lost its data; send a fresh token`)
+    ? deny('replay_window_reset', `token ${jti} was issued before (or within the clock skew after) the moment the replay store was found to have lost its data; retry with a fresh token in a few seconds`)
     : undefined;
   try {
     const before = reset();
     if (before) return before;
-    const fresh = await deps.replay.claim(key, windowMs);
+    const fresh = await deps.replay.claim(key, REPLAY_TTL_MS);
     return fresh ? reset() : deny('token_replayed', `token ${jti} was already used`);
   } catch (err) {
     if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);

@@ -193,6 +193,7 @@ describe('an agent clock ahead of the sidecar (inside the 30 s of tolerated skew
     await seedReplayWindow(redis.url); // not this test's subject: no first-contact reset
     const s = await sidecarOn(redis.url);
     cleanup.push(() => s.close());
+    await until(async () => (await fetch(`${s.adminUrl}/readyz`)).status === 200, 5_000);
     const ahead = () => s.agents.bot.signer.sign('getInvoice', { now: Math.floor(s.clock.now() / 1000) + 25 });
     const used: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -302,6 +303,7 @@ describe('a Redis restarted from a stale snapshot that no sidecar survives', () 
     // An idle sidecar: connected, never claims (it knows no epoch), survives the restart.
     const b = opts.idleSurvivor ? await sidecarOn(redis.url, a.agents, clock) : undefined;
     if (b) cleanup.push(() => b.close());
+    for (const x of [a, b]) if (x) await until(async () => (await fetch(`${x.adminUrl}/readyz`)).status === 200, 5_000);
     expect((await a.call(await a.fresh())).status).toBe(200); // no reset: the marker is old and the server checked
     const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
     await admin.save();
