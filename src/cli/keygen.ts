@@ -34,7 +34,11 @@ export async function keygenCommand(argv: string[]): Promise<number> {
     const pub = { kty: 'OKP', crv: 'Ed25519', x: jwk.x };
     if (typeof jwk.d === 'string') {
       // The public key is the one d makes, not whatever x the file says.
-      const derived = createPublicKey(createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', d: jwk.d, x: jwk.x }, format: 'jwk' })).export({ format: 'jwk' });
+      // From d alone (PKCS #8 around the 32-byte seed): Node 24's JWK import already refuses a mismatched x itself, Node 20's does not.
+      const seed = Buffer.from(jwk.d, 'base64url');
+      if (seed.length !== 32) throw new Error(`${from}: "d" must be 32 bytes, base64url`);
+      const pkcs8 = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed]);
+      const derived = createPublicKey(createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' })).export({ format: 'jwk' });
       if (derived.x !== jwk.x) throw new Error(`${from}: "x" is not the public key of "d" (it would be ${derived.x})`);
     }
     try {

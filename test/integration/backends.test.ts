@@ -110,7 +110,11 @@ function backendSuite(name: BackendName): void {
       const pairs = Array.from({ length: 1000 }, (_, i) => `j${i}=`).join('&');
       expect((await direct(`GET /items?${pairs}&limit=10 HTTP/1.1`)).query.limit).toBeUndefined();
       const many = Array.from({ length: 1998 }, () => 'x:1');
-      expect((await direct('GET /items HTTP/1.1', [...many, 'X-Agent-Id: agent-items-bot'])).headers['x-agent-id']).toBeUndefined();
+      // Node 20 keeps the first 2000 header lines and drops the rest silently; Node 24 refuses the request (431).
+      const before = backend.seen().length;
+      const res = await send('GET /items HTTP/1.1', [...many, 'X-Agent-Id: agent-items-bot'], undefined, backend.url);
+      if (Number(process.versions.node.split('.')[0]) >= 22 && res.status === 431) expect(backend.seen().length).toBe(before);
+      else expect(backend.seen().at(-1)!.headers['x-agent-id']).toBeUndefined();
     }
     if (name === 'python') {
       const many = Array.from({ length: 99 }, (_, i) => `x-h${i}: 1`);

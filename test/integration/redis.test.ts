@@ -153,6 +153,8 @@ describe('Redis outage', () => {
     const { sidecar, app, bot } = env;
     const call = async () => get(`${sidecar.url}/invoices/inv-1`, await bot.signer.sign('getInvoice', { now: Math.floor(clock.now() / 1000) }));
     try {
+      // Connected first: a sidecar starts before its Redis connection is up (and refuses until it is).
+      await until(async () => (await fetch(`${sidecar.adminUrl}/readyz`)).status === 200, 5_000);
       expect((await call()).status).toBe(200);
       // Load before, during and after the outage.
       let stop = false;
@@ -237,6 +239,7 @@ describe('two services sharing one Redis', () => {
     const billing = await start('billing-service', billingApp);
     const ledger = await start('ledger-service', ledgerApp);
     try {
+      for (const s of [billing, ledger]) await until(async () => (await fetch(`${s.adminUrl}/readyz`)).status === 200, 5_000);
       const token = await agents.bot.signer.sign('getInvoice');
       const seen = ledgerApp.requests.length;
       expect((await get(`${billing.url}/invoices/inv-1`, token)).status).toBe(200);
