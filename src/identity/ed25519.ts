@@ -1,6 +1,6 @@
 /**
  * Ed25519 public-key validation (RFC 8032 §5.1.3), run once per key import,
-^ * never per call. OpenSSL 3.0's verify (node:crypto on Node 20) accepts public keys of small
+ * never per call. OpenSSL 3.0's verify (node:crypto on Node 20) accepts public keys of small
  * order and non-canonical encodings; against such a key a signature with
  * R = identity and S = 0 verifies for every message (identity key), or for 1 in
  * 2, 4 or 8 messages (the other torsion points), so anyone could forge tokens
