@@ -17,8 +17,16 @@ export function slackEscape(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
-// C0 and C1 controls, DEL, line/paragraph separators, and the bidi embeddings/overrides/isolates (Trojan Source).
-const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
+// C0 and C1 controls, DEL, line/paragraph separators, the bidi embeddings/overrides/isolates (Trojan Source),
+// and the zero-width characters that hide or join text (ZWSP, ZWNJ, ZWJ, word joiner, BOM).
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u200b-\u200d\u2060\ufeff]/g;
+
+/** Longest violation line shown (its actual value is the agent's): Slack cuts a message at 40,000 characters, which must never take the approval code with it. */
+export const MAX_VIOLATION_CHARS = 300;
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
+}
 
 function visible(text: string): string {
   return text.replace(INVISIBLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
@@ -44,7 +52,8 @@ export function slackRequestText(r: AccessRequest, code: string, shownArgs: unkn
     `*Access request* \`${r.id}\`: agent *${slackInline(r.agentName)}* (${slackInline(r.agentId)}) asks to call *${slackInline(r.capability)}* outside its limits.`,
     `Call that runs if approved: ${slackInline(r.method)} ${slackInline(r.target)}`,
     'Violations (checked by the sidecar):',
-    ...r.violations.map((v) => `• ${slackInline(v.message)}`),
+    ...r.violations.slice(0, 20).map((v) => `• ${slackInline(clip(v.message, MAX_VIOLATION_CHARS))}`),
+    ...(r.violations.length > 20 ? [`• and ${r.violations.length - 20} more (GET /approvals/${r.id} on the admin listener)`] : []),
     'Arguments:',
     slackQuote(cut ? json.slice(0, MAX_ARGS_CHARS) : json),
   ];

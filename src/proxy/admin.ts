@@ -28,6 +28,30 @@ export interface AdminOptions {
   now?: () => number;
 }
 
+/** At most one "admin call without a valid token" line per this interval (the others are counted into the next line). */
+export const UNAUTHORIZED_LOG_INTERVAL_MS = 10_000;
+
+/**
+ * A gate for a log line: returns how many calls were held back since the last
+ * line when it is time to write one, undefined while it is not. Pure but for
+ * the clock it is given.
+ */
+export function throttled(now: () => number, intervalMs: number): () => number | undefined {
+  let last = -Infinity;
+  let held = 0;
+  return () => {
+    const t = now();
+    if (t - last < intervalMs) {
+      held++;
+      return undefined;
+    }
+    last = t;
+    const n = held;
+    held = 0;
+    return n;
+  };
+}
+
 const RESOLUTION_STATUS: Record<ResolutionError, number> = {
   not_found: 404, already_resolved: 409, invalid_code: 403, too_many_attempts: 429, invalid_scope: 400,
 };
@@ -62,6 +86,8 @@ export function adminStartupProblem(o: { adminToken?: string; insecureNoToken?: 
 export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const expected = opts.adminToken ? digest(opts.adminToken) : undefined;
   const open = !expected && opts.insecureNoToken === true;
+  // Anything on the pod network can reach this port: refused calls are logged at most once per interval, with a count.
+  const refusedLog = throttled(opts.now ?? Date.now, UNAUTHORIZED_LOG_INTERVAL_MS);
   return (req, res) => {
     void route(req, res).catch((err: Error) => {
       opts.log.error('admin request failed', { error: err.message });
@@ -89,7 +115,8 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
     if (!open) {
       if (!expected) return sendJson(res, 403, { error: 'admin_disabled', message: `set AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file to use ${method} ${path} on the admin listener` });
       if (!authorized(req, expected)) {
-        opts.log.warn('admin call without a valid token', { method, path });
+        const suppressed = refusedLog();
+        if (suppressed !== undefined) opts.log.warn('admin call without a valid token', { method, path, ...(suppressed ? { alsoRefusedSinceLastLine: suppressed } : {}) });
         return sendJson(res, 401, { error: 'unauthorized', message: 'admin bearer token required' }, { 'www-authenticate': 'Bearer realm="agents-chain-admin"' });
       }
     }

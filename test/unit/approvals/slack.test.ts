@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_ARGS_CHARS, slackEscape, slackInline, slackQuote, slackRequestText, slackResolvedText } from '../../../src/approvals/slack.js';
+import { MAX_ARGS_CHARS, MAX_VIOLATION_CHARS, slackEscape, slackInline, slackQuote, slackRequestText, slackResolvedText } from '../../../src/approvals/slack.js';
 import type { AccessRequest } from '../../../src/approvals/types.js';
 
 const request: AccessRequest = {
@@ -15,6 +15,20 @@ describe('Slack text', () => {
 
   it('shows control and bidi characters as escapes on one line', () => {
     expect(slackInline('a\nb\u0000c\u202ed\u2066e\u0085')).toBe('a\\u000ab\\u0000c\\u202ed\\u2066e\\u0085');
+  });
+
+  it('shows zero-width characters as escapes too (they hide or join text)', () => {
+    expect(slackInline('a\u200bb\u200cc\u200dd\u2060e\ufeff')).toBe('a\\u200bb\\u200cc\\u200dd\\u2060e\\ufeff');
+  });
+
+  it('keeps the approval code within Slack\'s 40,000 characters whatever the violations carry', () => {
+    const huge = { field: 'to', constraint: 'in' as const, expected: ['+2'], actual: 'x'.repeat(50_000), message: `to must be one of ["+2"], got "${'x'.repeat(50_000)}"` };
+    const text = slackRequestText({ ...request, violations: Array.from({ length: 30 }, () => huge) }, 'CODE234567', {}, []);
+    expect(text.length).toBeLessThan(40_000);
+    expect(text).toContain('Approval code: `CODE234567`');
+    expect(text).toContain(`more characters)`);
+    expect(text).toContain('• and 10 more');
+    expect(text.split('\n').filter((l) => l.startsWith('• to must')).every((l) => l.length < MAX_VIOLATION_CHARS + 60)).toBe(true);
   });
 
   it('quotes every line, whatever the line break', () => {
