@@ -209,20 +209,6 @@ function countPairs(query: string): number {
   return n;
 }
 
-/** Top-level names present in a query (decoded, brackets stripped). */
-export function queryNames(query: string | undefined): Set<string> {
-  const out = new Set<string>();
-  if (!query) return out;
-  for (const pair of query.split('&')) {
-    const eq = pair.indexOf('=');
-    const key = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
-    if (key === undefined) continue;
-    const b = key.indexOf('[');
-    out.add(b === -1 ? key : key.slice(0, b));
-  }
-  return out;
-}
-
 function printable(s: string): string {
   // eslint-disable-next-line no-control-regex
   return s.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

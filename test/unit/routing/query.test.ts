@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkQueryShape, DEFAULT_MAX_QUERY_PARAMS, keyProblem, keyReadAs, nameReadings, overridesMethod, phpName, queryNames, readConstrainedQuery } from '../../../src/routing/query.js';
+import { checkQueryShape, DEFAULT_MAX_QUERY_PARAMS, keyProblem, keyReadAs, nameReadings, overridesMethod, phpName, readConstrainedQuery } from '../../../src/routing/query.js';
 
 const names = (...n: string[]): Set<string> => new Set(n);
 
@@ -172,21 +172,6 @@ describe('keyReadAs', () => {
     expect(keyReadAs('x=1&Amount=5', new Set(['amount']))).toBe('Amount');
     expect(keyReadAs('x=1&amounts=5', new Set(['amount']))).toBeUndefined();
     expect(keyReadAs(undefined, new Set(['amount']))).toBeUndefined();
-  });
-});
-
-describe('queryNames', () => {
-  it('returns decoded top-level names with brackets stripped', () => {
-    expect(queryNames('a=1&b[]=2&c%5B0%5D=3&d&e%6E=4&f+g=5')).toEqual(new Set(['a', 'b', 'c', 'd', 'en', 'f g']));
-  });
-
-  it('returns an empty set for no query', () => {
-    expect(queryNames(undefined)).toEqual(new Set());
-    expect(queryNames('')).toEqual(new Set());
-  });
-
-  it('skips keys it cannot decode', () => {
-    expect(queryNames('%zz=1&ok=2')).toEqual(new Set(['ok']));
   });
 });
 
