@@ -35,6 +35,7 @@ async function markReplayWindowIntact(url) {
   try {
     await redis.connect();
     const runId = /^run_id:(\S+)/m.exec(await redis.info('server'))?.[1];
+    if (!runId) throw new Error(`${url}: INFO server named no run_id`);
     const tag = `${REPLAY_NAMESPACE}:{0}:`;
     const written = Number((await redis.get(`${tag}epoch`))?.split('-')[0]);
     if (!(written <= Date.now() - 120_000)) await redis.set(`${tag}epoch`, `${Date.now() - 1_200_000}-00000000`);

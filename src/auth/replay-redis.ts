@@ -12,25 +12,36 @@ import { ReplayStoreUnavailableError, type ReplayStore } from './replay.js';
  */
 export const REPLAY_NAMESPACE = 'agents-chain-replay';
 
+/** Redis's own clock in ms, as text: every marker time is on this one clock, so no sidecar's clock can age or rejuvenate a marker. */
+const REDIS_MS = `local t = redis.call('TIME')
+local now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))`;
+
 /**
  * KEYS: the slot group's epoch marker, the token id, the group's server key.
- * ARGV: the epoch this sidecar knows, ttl ms, the epoch to write if the
- * marker is missing, the run_id this sidecar checked ('' on a Cluster).
+ * ARGV: the epoch this sidecar knows, ttl ms, this sidecar's instance id (the
+ * marker it writes is `<Redis ms>-<instance>`), the run_id this sidecar
+ * checked ('' on a Cluster).
  * The marker never expires, so a Redis that lost its data (restarted empty,
  * flushed, failed over to an empty replica) has none: the claim and the
  * check are one step, and no claim can pass against an emptied Redis unseen.
  * A marker written anew also confirms the server (see CHECK), so a flush is
  * not counted again at the next reconnect.
- * Returns 1 (new), 0 (replay) or the marker when it is not the known epoch.
+ * Returns 1 (new), 0 (replay), "+<marker>" when the marker was missing (and
+ * is now written), or "<Redis ms>|<marker>" when it is not the known epoch.
  */
 const CLAIM = `
 local epoch = redis.call('GET', KEYS[1])
 if not epoch then
-  redis.call('SET', KEYS[1], ARGV[3])
+  ${REDIS_MS}
+  epoch = now .. '-' .. ARGV[3]
+  redis.call('SET', KEYS[1], epoch)
   if ARGV[4] ~= '' then redis.call('SET', KEYS[3], ARGV[4]) end
-  epoch = ARGV[3]
+  return '+' .. epoch
 end
-if epoch ~= ARGV[1] then return epoch end
+if epoch ~= ARGV[1] then
+  ${REDIS_MS}
+  return now .. '|' .. epoch
+end
 if redis.call('SET', KEYS[2], '1', 'PX', ARGV[2], 'NX') then return 1 end
 return 0
 `;
@@ -38,36 +49,31 @@ return 0
 /**
  * The server check of one slot group, on each new connection. KEYS: the
  * marker, the server key (the run_id of the Redis process on which a sidecar
- * last confirmed the marker). ARGV: the server's run_id, the time of this
- * detection (ms), the epoch to write.
+ * last confirmed the marker). ARGV: the server's run_id, this sidecar's
+ * instance id.
  * - The server key names this process: a sidecar already checked it since it
  *   started (and rotated the marker if it had to); the marker alone tells.
  *   Returns {0}.
  * - Otherwise the process is new to every sidecar: a restart (from a stale
  *   snapshot or empty), a failover, a first contact. What it holds may be
- *   older than what was spent: rotate the marker, unless it is at least as
- *   recent as this detection (another sidecar rotated for this very loss),
- *   and confirm the server. Returns {1, epoch} (the marker was missing),
- *   {2, epoch} (rotated) or {3, marker} (kept a newer marker).
- * Comparing times, not the epoch this sidecar knows: a snapshot older than the
- * last rotation, or a sidecar that never claimed, still rotates.
+ *   older than what was spent: the marker is rotated (at Redis's clock) and
+ *   the server confirmed, in one step, so exactly one sidecar rotates for one
+ *   process. Returns {1, epoch} (the marker was missing) or {2, epoch}.
  */
 const CHECK = `
 if redis.call('GET', KEYS[2]) == ARGV[1] then return {0} end
-local epoch = redis.call('GET', KEYS[1])
+local had = redis.call('GET', KEYS[1])
+${REDIS_MS}
+local epoch = now .. '-' .. ARGV[2]
 redis.call('SET', KEYS[2], ARGV[1])
-if epoch then
-  local written = string.match(epoch, '^(%d+)-')
-  if written and tonumber(written) >= tonumber(ARGV[2]) then return {3, epoch} end
-end
-redis.call('SET', KEYS[1], ARGV[3])
-if epoch then return {2, ARGV[3]} end
-return {1, ARGV[3]}
+redis.call('SET', KEYS[1], epoch)
+if had then return {2, epoch} end
+return {1, epoch}
 `;
 
 type Scripts = {
-  agentsChainReplayClaim(marker: string, key: string, server: string, known: string, ttlMs: number, candidate: string, runId: string): Promise<number | string>;
-  agentsChainReplayCheck(marker: string, server: string, runId: string, detectedAt: number, next: string): Promise<[number, string?]>;
+  agentsChainReplayClaim(marker: string, key: string, server: string, known: string, ttlMs: number, instance: string, runId: string): Promise<number | string>;
+  agentsChainReplayCheck(marker: string, server: string, runId: string, instance: string): Promise<[number, string?]>;
 };
 
 /** Why the window was found lost (the label of agents_chain_replay_store_resets_total). */
@@ -176,37 +182,47 @@ export class RedisReplayStore implements ReplayStore {
     // A changed epoch is adopted and the claim retried under it (one more round trip, once per change).
     for (let attempt = 0; attempt < 3; attempt++) {
       const known = this.epochs[group]!;
-      const candidate = `${this.now()}-${this.instance}`;
       let reply: number | string;
       try {
-        reply = await this.scripts.agentsChainReplayClaim(`${tag}epoch`, `${tag}${key}`, `${tag}server`, known, ttlMs, candidate, this.runId);
+        reply = await this.scripts.agentsChainReplayClaim(`${tag}epoch`, `${tag}${key}`, `${tag}server`, known, ttlMs, this.instance, this.runId);
       } catch (err) {
         throw new ReplayStoreUnavailableError(`replay store (Redis) did not answer: ${(err as Error).message}`);
       }
       if (reply === 1) return true;
       if (reply === 0) return false;
-      this.adopt(group, String(reply), reply === candidate ? 'marker_missing' : 'epoch_changed');
+      const text = String(reply);
+      if (text.startsWith('+')) this.lost(group, text.slice(1), 'marker_missing');
+      else {
+        const bar = text.indexOf('|');
+        this.adopt(group, text.slice(bar + 1), Number(text.slice(0, bar)));
+      }
     }
     throw new ReplayStoreUnavailableError('the replay window marker in Redis keeps changing');
   }
 
   /**
-   * A marker this sidecar did not know. Its time (another sidecar's clock) only
-   * says whether ids may have been lost within the window; the reset itself is
-   * at this sidecar's own now: the loss has certainly happened by the time this
-   * sidecar reads the marker, so a writer whose clock lags cannot shorten it.
+   * A marker this sidecar did not know, read when Redis's clock said
+   * `redisNow`. A sidecar that knew another epoch has seen the marker change:
+   * a rotation, a flush, or a marker that went back in time (a failover to a
+   * replica that lagged behind a rotation): always a reset. On a first contact
+   * the marker's age (on Redis's one clock) says whether a loss may lie within
+   * the window. An unreadable marker counts as written now. The reset itself
+   * is at this sidecar's own clock: the loss has certainly happened by now.
    */
-  private adopt(group: number, epoch: string, cause: ResetCause): void {
+  private adopt(group: number, epoch: string, redisNow: number): void {
     const first = this.epochs[group] === '';
-    this.epochs[group] = epoch;
-    const now = this.now();
     const written = markerTime(epoch);
-    // An unreadable marker is treated as written now: fail closed.
-    if (written !== undefined && now - written >= this.opts.windowMs) {
+    if (first && written !== undefined && Number.isFinite(redisNow) && redisNow - written >= this.opts.windowMs) {
+      this.epochs[group] = epoch;
       this.opts.log.debug('replay window marker adopted', { epoch, first });
       return;
     }
-    this.reset(now, cause, { epoch, markerWrittenAt: written === undefined ? null : new Date(written).toISOString(), slotGroup: group, firstContact: first });
+    this.lost(group, epoch, 'epoch_changed', { markerWrittenAt: written === undefined ? null : new Date(written).toISOString(), firstContact: first });
+  }
+
+  private lost(group: number, epoch: string, cause: ResetCause, detail: Record<string, unknown> = {}): void {
+    this.epochs[group] = epoch;
+    this.reset(this.now(), cause, { epoch, slotGroup: group, ...detail });
   }
 
   private reset(at: number, cause: ResetCause, detail: Record<string, unknown>): void {
@@ -226,6 +242,8 @@ export class RedisReplayStore implements ReplayStore {
    * only a newer socket, reconnected meanwhile, is waited for again.
    */
   private async serverChecked(): Promise<void> {
+    // Not connected yet (or reconnecting): a claim queued now could reach the new server before its check does.
+    if (this.watch && this.redis.status !== 'ready') throw new ReplayStoreUnavailableError(`replay store (Redis) is not connected (${this.redis.status})`);
     this.watchConnection();
     let check = this.serverCheck;
     while (check) {
@@ -263,10 +281,10 @@ export class RedisReplayStore implements ReplayStore {
       const detail = { previousRunId: this.runId || null, runId, uptimeSeconds: Number.isFinite(uptime) ? uptime : null, firstContact: this.runId === '' };
       for (let g = 0; g < this.groups; g++) {
         const tag = `${REPLAY_NAMESPACE}:{${g}}:`;
-        const [status, epoch] = await this.scripts.agentsChainReplayCheck(`${tag}epoch`, `${tag}server`, runId, detectedAt, `${detectedAt}-${this.instance}`);
+        const [status, epoch] = await this.scripts.agentsChainReplayCheck(`${tag}epoch`, `${tag}server`, runId, this.instance);
         if (status === 0) continue; // already checked by a sidecar since this process started; the marker tells
         this.epochs[g] = String(epoch);
-        this.reset(detectedAt, status === 1 ? 'marker_missing' : 'server_changed', { ...detail, epoch, slotGroup: g, rotated: status !== 3 });
+        this.reset(detectedAt, status === 1 ? 'marker_missing' : 'server_changed', { ...detail, epoch, slotGroup: g });
       }
       this.runId = runId;
       return true;

@@ -147,6 +147,46 @@ describe('RedisReplayStore', () => {
     expect(c.resets).toEqual(['epoch_changed']);
   });
 
+  it('marker times are on Redis\'s clock: a sidecar whose clock is an hour behind cannot write a marker that others take for an old one', async () => {
+    await intact();
+    const behind = await store({ now: () => Date.now() - 3_600_000 });
+    await behind.store.claim('agent:T:clk0', 5_000);
+    await behind.client.del(MARKER);
+    await behind.store.claim('agent:T:clk1', 5_000); // finds the loss, writes the marker
+    expect(behind.resets).toEqual(['marker_missing']);
+    const written = Number((await behind.client.get(MARKER))!.split('-')[0]);
+    expect(Math.abs(written - Date.now())).toBeLessThan(5_000); // Redis's time, not the sidecar's
+    const fresh = await store(); // first contact after the loss: the marker is young, so it is a reset here too
+    await fresh.store.claim('agent:T:clk2', 5_000);
+    expect(fresh.resets).toEqual(['epoch_changed']);
+  });
+
+  it('a marker that changes back to an older one (a replica that lagged behind a rotation, no server check as on a Cluster) is a reset', async () => {
+    await intact();
+    const old = (await (await store()).client.get(MARKER))!;
+    const a = await store();
+    const s = new RedisReplayStore(a.client, { log, windowMs: WINDOW, watchServer: false, onReset: (c) => a.resets.push(c) });
+    await s.claim('agent:T:back0', 5_000);
+    expect(a.resets).toEqual([]); // the old marker, adopted on first contact
+    await a.client.del(MARKER);
+    await s.claim('agent:T:back1', 5_000); // rotated
+    expect(a.resets).toEqual(['marker_missing']);
+    const rotatedAt = s.lastReset()!;
+    await new Promise((r) => setTimeout(r, 5));
+    await a.client.set(MARKER, old); // the failover brings back the marker from before the rotation
+    await s.claim('agent:T:back2', 5_000);
+    expect(s.lastReset()!).toBeGreaterThan(rotatedAt); // a reset again (counted once with the first: within a second of it)
+  });
+
+  it('refuses claims while the connection is not ready, so none can reach a new server before its check', async () => {
+    const { store: s, client } = await store();
+    await s.claim('agent:T:nr0', 5_000);
+    client.disconnect(true); // reconnects: for a moment the status is not "ready"
+    await until(() => client.status !== 'ready', 2_000);
+    await expect(s.claim('agent:T:nr1', 5_000)).rejects.toThrow(/not connected/);
+    await until(async () => { try { return await s.claim(`agent:T:nr-${Date.now()}`, 5_000); } catch { return false; } }, 5_000);
+  });
+
   it('a slow Redis during the server check: every claim waiting on it fails at once, with one check (INFO server + memory), and the next claim starts one new check', async () => {
     const admin = await store();
     const client = connectRedis({ url: redis.url, prefix: '' }, log);
@@ -204,7 +244,7 @@ describe('RedisReplayStore', () => {
     const client = connectRedis({ url: 'redis://127.0.0.1:1', prefix: '' }, log);
     clients.push(client);
     const s = new RedisReplayStore(client, { log, windowMs: WINDOW });
-    await expect(s.claim('agent:T:x', 1_000)).rejects.toThrow(/did not answer|could not be confirmed/);
+    await expect(s.claim('agent:T:x', 1_000)).rejects.toThrow(/did not answer|could not be confirmed|is not connected/);
   });
 });
 
