@@ -83,29 +83,97 @@ export function checkJsonRepresentation(req: IncomingMessage): Denial | undefine
  * Refuses a body that overrides the method ("_method" in a form, multipart
  * or JSON body) or that the sidecar cannot read as the app will. The body is
  * read as it is meant: inflated when compressed (body-parser inflates gzip,
- * deflate and br by default), and a body without Content-Type is read both
- * as a form (Rack parses a POST without one as a form) and as JSON. The
- * bytes forwarded are the original ones.
+ * deflate and br by default). The declared Content-Type does not decide
+ * which reading counts (PHP's json_decode and Laravel read a JSON body sent
+ * as a form, Werkzeug reads application/x-url-encoded as a form, Rack parses
+ * multipart/mixed), so every cheap check runs on every body: the JSON key
+ * scan, the form-name check (strict only for a declared form), and the
+ * multipart scan for any multipart/* type. The bytes forwarded are the
+ * original ones.
  */
 export async function bodyOverrideDenial(req: IncomingMessage, body: Buffer, limit: number): Promise<Denial | undefined> {
-  const type = req.headers['content-type']?.trim() ?? '';
-  // iconv-lite (body-parser) decodes UTF-7, where "+AF8-method" is "_method": not checkable, not used.
-  if (/;\s*charset\s*=\s*"?\s*utf-?7/i.test(type)) return deny('unsupported_media_type', 'charset UTF-7 is not accepted; send the body as UTF-8');
+  const type = req.headers['content-type'] ?? '';
+  const { essence, params } = parseContentType(type);
+  const charset = unsafeCharset(params);
+  if (charset !== undefined) {
+    // iconv-lite (body-parser) decodes UTF-7, where "+AF8-method" is "_method", and many more: only known ones are checkable.
+    return deny('unsupported_media_type', `charset "${printableParam(charset)}" is not accepted; send the body as UTF-8 (or UTF-16/32, ASCII, Latin-1)`);
+  }
   const bytes = await decodedContent(body, req.headers['content-encoding'], limit);
   if (isDenial(bytes)) return bytes;
-  let overrides: boolean;
-  if (type === '') {
-    overrides = overridesMethod(bytes.toString('latin1')) || jsonMethodOverride(bytes);
-  } else if (/^application\/x-www-form-urlencoded/i.test(type)) {
+  const override = deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
+  if (essence === 'application/x-www-form-urlencoded') {
     const problem = keyProblem(bytes.toString('latin1'));
     if (problem === 'malformed') return deny('invalid_body', 'a form field name has a malformed percent-encoding (apps would read it leniently, as another name)');
-    overrides = problem === 'method';
-  } else if (/^multipart\/form-data/i.test(type)) {
-    overrides = multipartMethodOverride(bytes);
-  } else {
-    overrides = jsonMethodOverride(bytes);
+    if (problem === 'method') return override;
+  } else if (overridesMethod(bytes.toString('latin1'))) {
+    return override;
   }
-  return overrides ? deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method') : undefined;
+  if (essence.startsWith('multipart/')) {
+    const problem = multipartProblem(bytes, params.get('boundary')?.[0]);
+    if (problem === 'extended') return deny('invalid_body', 'a multipart part header uses an RFC 2231 "name*" parameter; send the field name as name="..."');
+    if (problem === 'method') return override;
+  }
+  return jsonMethodOverride(bytes) ? override : undefined;
+}
+
+/**
+ * A Content-Type's essence (lower-cased) and parameters (names lower-cased;
+ * values unquoted and unescaped, as RFC 9110 §5.6.6 quoted-strings). Linear:
+ * one pass, quotes honoured, so ";" inside a quoted value does not split.
+ */
+export function parseContentType(type: string): { essence: string; params: Map<string, string[]> } {
+  const all = new Map<string, string[]>();
+  const semi = type.indexOf(';');
+  const essence = (semi === -1 ? type : type.slice(0, semi)).trim().toLowerCase();
+  let i = semi === -1 ? type.length : semi + 1;
+  while (i < type.length) {
+    let eq = i;
+    while (eq < type.length && type[eq] !== '=' && type[eq] !== ';') eq++;
+    const name = type.slice(i, eq).trim().toLowerCase();
+    let value = '';
+    i = eq;
+    if (type[i] === '=') {
+      i++;
+      while (i < type.length && (type[i] === ' ' || type[i] === '\t')) i++;
+      if (type[i] === '"') {
+        for (i++; i < type.length && type[i] !== '"'; i++) value += type[i] === '\\' && i + 1 < type.length ? type[++i] : type[i];
+        while (i < type.length && type[i] !== ';') i++;
+      } else {
+        const end = type.indexOf(';', i);
+        value = type.slice(i, end === -1 ? type.length : end).trim();
+        i = end === -1 ? type.length : end;
+      }
+    }
+    i++; // past ";"
+    if (name === '') continue;
+    const list = all.get(name);
+    if (list) list.push(value);
+    else all.set(name, [value]);
+  }
+  return { essence, params: all };
+}
+
+/**
+ * Charsets whose decoding the sidecar reproduces (UTF-8, UTF-16/32 as
+ * jsonUtf8 detects them, and ASCII-compatible single-byte ones, where an
+ * ASCII name is the same bytes), normalised as iconv-lite looks names up:
+ * lower-cased, everything but [a-z0-9] dropped ("UTF--7", "utf-_7" and
+ * "utf\-7" are all "utf7" to it).
+ */
+const SAFE_CHARSETS = new Set(['utf8', 'utf16', 'utf16le', 'utf16be', 'utf32', 'utf32le', 'utf32be', 'ascii', 'usascii', 'latin1', 'iso88591']);
+
+/** The first charset parameter the sidecar cannot read as the app would (any "charset*" variant included), if any. */
+function unsafeCharset(params: Map<string, string[]>): string | undefined {
+  for (const [name, values] of params) {
+    if (!name.startsWith('charset')) continue;
+    for (const v of values) if (name !== 'charset' || !SAFE_CHARSETS.has(v.toLowerCase().replace(/[^a-z0-9]/g, ''))) return v;
+  }
+  return undefined;
+}
+
+function printableParam(s: string): string {
+  return s.length > 40 ? `${s.slice(0, 40)}…` : s.replace(/[^\x20-\x7e]/g, '?');
 }
 
 const INFLATE: Record<string, (buf: Buffer, opts: ZlibOptions) => Promise<Buffer>> = {
@@ -150,20 +218,80 @@ export async function decodedContent(body: Buffer, encoding: string | undefined,
  * method-override (with a body getter) read as the real method. `parsed` is
  * the body when the constrained path already parsed it. The body is read as
  * lenient parsers do: a BOM is skipped and UTF-16/32 detected (Python's
- * json.loads on bytes, iconv-lite in body-parser), and when more follows the
- * first value, that first value is read (Go's json.Decoder stops there).
+ * json.loads on bytes, iconv-lite in body-parser), and the keys of the first
+ * top-level object are read lexically, whatever surrounds them: Python
+ * accepts NaN and Infinity, JSON5 parsers comments and trailing commas, Go's
+ * json.Decoder stops after the first value. One linear pass, no parse.
  * Cheap for the common body: only one that could hold such a key (an "_"
- * followed by "method" in any case, or any "\u" escape) is parsed. A body
- * that is not JSON to a lenient parser either carries no key an app could read.
+ * followed by "method" in any case, or any "\u" escape) is scanned.
  */
 export function jsonMethodOverride(body: Buffer, parsed?: unknown): boolean {
-  if (parsed === undefined) {
-    const bytes = jsonUtf8(body);
-    if (!mayHoldMethodKey(bytes)) return false;
-    parsed = parseFirstValue(bytes.toString('utf8'));
+  if (parsed !== undefined) {
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return false;
+    return Object.keys(parsed).some((k) => k.toLowerCase() === '_method');
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return false;
-  return Object.keys(parsed).some((k) => k.toLowerCase() === '_method');
+  const bytes = jsonUtf8(body);
+  if (!mayHoldMethodKey(bytes)) return false;
+  return topLevelKeyIsMethod(bytes.toString('latin1'));
+}
+
+const SIMPLE_ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+
+/**
+ * Scans the first top-level object (after whitespace and comments) and tells
+ * whether one of its keys, unescaped, is "_method" in any case. Strings are
+ * tracked with their escapes; brackets give the depth; a string at depth 1
+ * followed by ":" is a key. Anything else (NaN, comments, trailing commas,
+ * bytes after the object) is stepped over. `text` is Latin-1-decoded UTF-8:
+ * non-ASCII bytes never spell an ASCII key, so they need no decoding.
+ */
+export function topLevelKeyIsMethod(text: string): boolean {
+  let i = skipBlank(text, 0);
+  if (text[i] !== '{') return false;
+  let depth = 0;
+  for (; i < text.length; i++) {
+    const ch = text[i];
+    if (ch === '"') {
+      // A string: decode at most 8 characters (enough to tell "_method"), skip the rest.
+      let key = '';
+      let long = false;
+      for (i++; i < text.length && text[i] !== '"'; i++) {
+        let c = text[i]!;
+        if (c === '\\') {
+          const e = text[++i] ?? '';
+          if (e === 'u') {
+            const hex = text.slice(i + 1, i + 5);
+            c = /^[0-9A-Fa-f]{4}$/.test(hex) ? String.fromCharCode(parseInt(hex, 16)) : '\ufffd';
+            i += /^[0-9A-Fa-f]{4}$/.test(hex) ? 4 : 0;
+          } else c = SIMPLE_ESCAPES[e] ?? e;
+        }
+        if (!long) {
+          key += c;
+          if (key.length > 7) long = true;
+        }
+      }
+      if (depth === 1 && !long && key.toLowerCase() === '_method' && text[skipBlank(text, i + 1)] === ':') return true;
+    } else if (ch === '/' && (text[i + 1] === '*' || text[i + 1] === '/')) {
+      i = skipBlank(text, i) - 1;
+    } else if (ch === '{' || ch === '[') depth++;
+    else if ((ch === '}' || ch === ']') && --depth === 0) return false;
+  }
+  return false;
+}
+
+/** The index of the first character at or after `i` that is not whitespace or a comment (JSON5, JSONC). */
+function skipBlank(text: string, i: number): number {
+  for (;;) {
+    while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) i++;
+    if (text[i] !== '/') return i;
+    if (text[i + 1] === '/') {
+      const nl = text.indexOf('\n', i);
+      i = nl === -1 ? text.length : nl + 1;
+    } else if (text[i + 1] === '*') {
+      const close = text.indexOf('*/', i + 2);
+      i = close === -1 ? text.length : close + 2;
+    } else return i;
+  }
 }
 
 /**
@@ -201,40 +329,6 @@ function utf32(b: Buffer, little: boolean): string {
   return out;
 }
 
-/** The body's JSON value, or its first top-level value when more follows; undefined when neither parses. */
-function parseFirstValue(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    const end = firstValueEnd(text);
-    if (end === undefined) return undefined;
-    try {
-      return JSON.parse(text.slice(0, end));
-    } catch {
-      return undefined;
-    }
-  }
-}
-
-/** Where the first top-level object or array ends (brackets counted outside strings), if it does. */
-function firstValueEnd(text: string): number | undefined {
-  let i = 0;
-  while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) i++;
-  if (text[i] !== '{' && text[i] !== '[') return undefined;
-  let depth = 0;
-  let inString = false;
-  for (; i < text.length; i++) {
-    const ch = text.charCodeAt(i);
-    if (inString) {
-      if (ch === 0x5c) i++;
-      else if (ch === 0x22) inString = false;
-    } else if (ch === 0x22) inString = true;
-    else if (ch === 0x7b || ch === 0x5b) depth++;
-    else if ((ch === 0x7d || ch === 0x5d) && --depth === 0) return i + 1;
-  }
-  return undefined;
-}
-
 const METHOD = Buffer.from('method');
 
 function mayHoldMethodKey(body: Buffer): boolean {
@@ -248,49 +342,83 @@ function mayHoldMethodKey(body: Buffer): boolean {
   return false;
 }
 
+/** What a multipart body holds that some app would misread: a "_method" part, or a part named with RFC 2231 "name*". */
+export type MultipartProblem = 'method' | 'extended';
+
 /**
- * True when a multipart/form-data body has a part named "_method" under any
- * name a framework reads as it (Laravel, Symfony and Rack read multipart
- * fields like form fields; PHP mangles ".method" to "_method" here too).
- * Parsers disagree on the header block (PHP takes the last of two "name"s,
- * busboy the first; PHP reads 'single quotes', a missing "form-data;" and
- * continuation lines), so every name=value in every part's header area
- * counts: the lines after any line starting with "--" (every boundary
- * delimiter does), up to the blank line that ends the headers. Cheap: only a
- * body holding "method" is scanned. (RFC 2231 "name*=" is read by neither
- * PHP nor busboy, and is not looked at.)
+ * The first problem in a multipart body's part headers: a part named
+ * "_method" under any name a framework reads as it (Laravel, Symfony and
+ * Rack read multipart fields like form fields; PHP mangles ".method" to
+ * "_method" here too), or a "name*" parameter (RFC 2231: Go's net/http and
+ * Werkzeug decode "name*=utf-8''%5Fmethod" and join "name*0=_met;
+ * name*1=hod"; refused rather than decoded). Parsers disagree on the header
+ * block (PHP takes the last of two "name"s, busboy the first; PHP reads
+ * 'single quotes', a missing "form-data;" and continuation lines), so every
+ * name=value in every header line counts. A block starts after a line that
+ * begins with "--" and the declared boundary (any "--" line when none is
+ * declared) and ends at the first CRLF CRLF (the latest any parser ends it)
+ * or the next delimiter; CR, LF and CRLF all end a line. Part contents are
+ * not read, so an uploaded diff or SQL file with "--" lines passes. Linear;
+ * only a body holding "method", "\\" or "name*" is scanned.
  */
-export function multipartMethodOverride(body: Buffer): boolean {
+export function multipartProblem(body: Buffer, boundary?: string): MultipartProblem | undefined {
   const text = body.toString('latin1');
-  if (!/method/i.test(text)) return false;
-  // From each line starting with "--" (jumped to with indexOf), read header lines up to a blank one.
-  for (let at = text.startsWith('--') ? 0 : lineStartingWithDashes(text, 0); at !== -1; at = lineStartingWithDashes(text, at)) {
-    for (let start = text.indexOf('\n', at) + 1; start > 0 && start < text.length;) {
-      let end = text.indexOf('\n', start);
-      if (end === -1) end = text.length;
-      const line = text.slice(start, end);
-      if (line === '' || line === '\r' || line.startsWith('--')) break;
-      if (partNameIsMethod(line)) return true;
-      at = start;
+  // "\\": a quoted name may be escaped ("_m\\ethod"), which PHP unescapes.
+  if (!/method|\\|name\s*\*/i.test(text)) return undefined;
+  const delimiter = `--${boundary ?? ''}`;
+  let blockEnd = -1;
+  for (let at = nextDelimiter(text, delimiter, 0); at !== -1;) {
+    const next = nextDelimiter(text, delimiter, at + delimiter.length);
+    // The header block: from the end of the delimiter line to the first CRLF CRLF, or the next delimiter.
+    let start = lineEnd(text, at + delimiter.length);
+    if (blockEnd < start) {
+      blockEnd = text.indexOf('\r\n\r\n', start);
+      if (blockEnd === -1) blockEnd = text.length; // searched once, not once per delimiter
+    }
+    const stop = Math.min(blockEnd, next === -1 ? text.length : next);
+    while (start < stop) {
+      let end = start;
+      while (end < stop && text[end] !== '\r' && text[end] !== '\n') end++;
+      const problem = partHeaderProblem(text.slice(start, end));
+      if (problem) return problem;
       start = end + 1;
     }
+    at = next;
   }
-  return false;
+  return undefined;
 }
 
-/** The start of the next line after `from` that begins with "--", or -1. */
-function lineStartingWithDashes(text: string, from: number): number {
-  const i = text.indexOf('\n--', from);
-  return i === -1 ? -1 : i + 1;
+/** True when a multipart body has a problem (see multipartProblem); kept for callers that only ask yes or no. */
+export function multipartMethodOverride(body: Buffer, boundary?: string): boolean {
+  return multipartProblem(body, boundary) !== undefined;
+}
+
+/** The next index at or after `from` where a line (CR, LF or CRLF ended) begins with `delimiter`, or -1. */
+function nextDelimiter(text: string, delimiter: string, from: number): number {
+  for (let i = text.indexOf(delimiter, from); i !== -1; i = text.indexOf(delimiter, i + 1)) {
+    if (i === 0 || text[i - 1] === '\n' || text[i - 1] === '\r') return i;
+  }
+  return -1;
+}
+
+/** The index just past the line end (CRLF, CR or LF) at or after `i`, or the text's length. */
+function lineEnd(text: string, i: number): number {
+  while (i < text.length && text[i] !== '\r' && text[i] !== '\n') i++;
+  if (text[i] === '\r' && text[i + 1] === '\n') return i + 2;
+  return Math.min(i + 1, text.length);
 }
 
 const NAME_PARAM = /(?:^|[^a-z0-9_-])name\s*=\s*(?:"((?:[^"\\]|\\.)*)"?|'([^']*)'?|([^;,\s"']*))/gi;
 
-function partNameIsMethod(line: string): boolean {
-  if (!/name/i.test(line)) return false;
+/** RFC 2231 extended "name*", "name*0", "name*0*" (not "filename*", which names no field). */
+const EXTENDED_NAME = /(?:^|[^a-z0-9_-])name\s*\*/i;
+
+function partHeaderProblem(line: string): MultipartProblem | undefined {
+  if (!/name/i.test(line)) return undefined;
+  if (EXTENDED_NAME.test(line)) return 'extended';
   for (const m of line.matchAll(NAME_PARAM)) {
     const value = m[1] ?? m[2] ?? m[3] ?? '';
-    for (const v of [value, value.replace(/\\(.)/g, '$1')]) if (nameReadings(v).has('_method')) return true;
+    for (const v of [value, value.replace(/\\(.)/g, '$1')]) if (nameReadings(v).has('_method')) return 'method';
   }
-  return false;
+  return undefined;
 }

@@ -68,6 +68,13 @@ const MULTIPART_NAMES: [string, string][] = [
   ['a continuation line with a leading space', 'Content-Disposition: form-data\r\n ; name="_method"'],
 ];
 
+/** RFC 2231 part names Go's net/http and Werkzeug decode to "_method". */
+const MULTIPART_2231: [string, string][] = [
+  ['a percent-encoded name*', "Content-Disposition: form-data; name*=utf-8''%5Fmethod"],
+  ['name* split in continuations', 'Content-Disposition: form-data; name*0=_met; name*1=hod'],
+];
+const NAN_OVERRIDE = '{"_method":"DELETE","x":NaN}';
+
 function suite(name: BackendName): void {
   let backend: Backend;
   let sidecar: Sidecar;
@@ -129,6 +136,18 @@ function suite(name: BackendName): void {
     if (name === 'go') {
       // json.NewDecoder(...).Decode reads the first value and leaves the rest.
       expect((await direct('POST /notes HTTP/1.1', [JSON_TYPE], `${OVERRIDE} x`)).method).toBe('DELETE');
+      // r.PostFormValue decodes RFC 2231 names (mime.ParseMediaType).
+      for (const [what, d] of MULTIPART_2231) {
+        expect((await direct('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d))).method, what).toBe('DELETE');
+      }
+    }
+    if (name === 'python') {
+      // json.loads accepts NaN and Infinity, which JSON.parse refuses.
+      expect((await direct('POST /hooks HTTP/1.1', [JSON_TYPE], NAN_OVERRIDE)).method).toBe('DELETE');
+    }
+    if (name === 'php' || name === 'python') {
+      // json_decode / json.loads read the body whatever its declared type.
+      expect((await direct('POST /hooks HTTP/1.1', [FORM_TYPE], OVERRIDE)).method).toBe('DELETE');
     }
     if (name === 'node') {
       // body-parser inflates gzip, deflate and br before it parses.
@@ -232,6 +251,56 @@ function suite(name: BackendName): void {
 
     it('refuses a body that inflates past the body limit (body_too_large)', async () => {
       await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], gzipSync(Buffer.alloc(2 * 1024 * 1024, 0x20))), 413, 'body_too_large');
+    });
+  });
+
+  describe('third round: the second review of body.ts and query.ts', () => {
+    it.each([
+      ['NaN', NAN_OVERRIDE], ['Infinity', '{"x":Infinity,"_method":"DELETE"}'], ['-Infinity', '{"x":-Infinity,"_method":"DELETE"}'],
+      ['a comment and a trailing comma', '{/* x */"_method":"DELETE",}'],
+    ])('refuses "_method" beside %s, on a public and a capability route', async (_what, body) => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE], body), 400, 'invalid_body');
+      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE], body), 400, 'invalid_body');
+    });
+
+    it('forwards NaN beside other keys', async () => {
+      expect((await forwarded(send('POST /hooks HTTP/1.1', [JSON_TYPE], '{"x":NaN,"payment_method":"card"}'))).method).toBe('POST');
+    });
+
+    it.each(['utf--7', 'utf-_7', 'utf-.7', '"utf\\-7"', 'UTF7', 'ibm037'])('refuses charset=%s (unsupported_media_type)', async (charset) => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [`Content-Type: application/json; charset=${charset}`], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
+    });
+
+    it.each([
+      ['JSON sent as a form', FORM_TYPE, OVERRIDE],
+      ['JSON sent as multipart', 'Content-Type: multipart/form-data; boundary=b', OVERRIDE],
+      ['a form sent as application/x-url-encoded (Werkzeug)', 'Content-Type: application/x-url-encoded', 'a=1&_method=DELETE'],
+      ['multipart/mixed (Rack)', 'Content-Type: multipart/mixed; boundary=b', multipart('Content-Disposition: form-data; name="_method"')],
+      ['multipart/related (Rack)', 'Content-Type: multipart/related; boundary=b', multipart('Content-Disposition: form-data; name="_method"')],
+    ])('refuses "_method" in %s (the declared type does not pick the check)', async (_what, type, body) => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [type], body), 400, 'invalid_body');
+    });
+
+    it.each(MULTIPART_2231)('refuses a multipart part named with %s (invalid_body)', async (_what, d) => {
+      await expectRefused(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d)), 400, 'invalid_body');
+    });
+
+    it('forwards an uploaded diff whose lines start with "--" and name "_method"', async () => {
+      const diff = '--- a/edit.html\n+++ b/edit.html\n@@ -1 +1 @@\n-<input name="_method" value="PUT">\n+<input name="_method" value="DELETE">\n';
+      const body = `--XX\r\nContent-Disposition: form-data; name="patch"; filename="edit.diff"\r\nContent-Type: text/x-diff\r\n\r\n${diff}\r\n--XX--\r\n`;
+      expect((await forwarded(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=XX'], body))).method).toBe('POST');
+    });
+
+    it('forwards names that are valid escapes of non-UTF-8 bytes (a Latin-1 form), in a form and a query', async () => {
+      await forwarded(send('POST /hooks HTTP/1.1', [`${FORM_TYPE}; charset=ISO-8859-1`], 'caf%E9=1'));
+      await forwarded(send('GET /health?caf%E9=1 HTTP/1.1'));
+    });
+
+    it('answers a form body of 256 KB of "[" at once (the bracket fold was quadratic), and stays responsive', async () => {
+      const start = performance.now();
+      await forwarded(send('POST /hooks HTTP/1.1', [FORM_TYPE], `method${'['.repeat(256 * 1024)}=1`));
+      await forwarded(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(`Content-Disposition: form-data; name=method${'['.repeat(256 * 1024)}`)));
+      expect(performance.now() - start).toBeLessThan(2000);
     });
   });
 

@@ -179,12 +179,20 @@ describe('keys that are not valid percent-encoding (PHP and qs read them lenient
   it.each([
     ['"_method", NUL, a bad escape (PHP: "_method")', '_method%00%zz=DELETE'],
     ['a name, NUL, a bad escape (PHP: "amount")', 'amount%00%zz=99999'],
-    ['qs\'s "[amount]" and invalid UTF-8 (qs: "amount")', '[amount]%C0=99999'],
     ['"_method[]" and a bad escape (qs: "_method")', '_method[]%zz=DELETE'],
     ['a truncated escape', 'x%2=1'],
     ['a lone "%"', 'x%=1'],
   ])('checkQueryShape refuses a key with %s', (_what, pair) => {
     expect(checkQueryShape(`a=1&${pair}`)).toMatchObject({ code: 'invalid_query' });
+  });
+
+  it('checkQueryShape reads a valid escape of a byte that is not UTF-8 leniently, as Latin-1, and does not refuse it', () => {
+    expect(checkQueryShape('caf%E9=1&a=%E9')).toBeUndefined();
+    expect(checkQueryShape('[amount]%C0=99999')).toBeUndefined(); // refused where "amount" is constrained, below
+    expect(checkQueryShape('_method%00%E9=DELETE')).toMatchObject({ code: 'invalid_query' }); // PHP: "_method"
+    expect(readConstrainedQuery('[amount]%C0=99999&amount=1', new Set(['amount']))).toMatchObject({ code: 'invalid_query' });
+    expect(readConstrainedQuery('caf%E9=1&amount=1', new Set(['amount']))).toEqual(new Map([['amount', '1']]));
+    expect(keyProblem('caf%E9=1')).toBeUndefined();
   });
 
   it('checkQueryShape leaves malformed values alone (they rename nothing)', () => {
@@ -229,5 +237,32 @@ describe('keyProblem (form bodies)', () => {
     expect(keyProblem('a=1&_method%00%zz=PUT', false)).toBe('method');
     expect(keyProblem('a=1&b%zz=2', false)).toBeUndefined();
     expect(keyProblem('a=100%25&b=%zz')).toBeUndefined();
+  });
+});
+
+describe('linear time on agent-controlled names (issue 15, second review: 64 KB of "[" blocked the event loop 3 s)', () => {
+  const M = 1 << 20;
+  const within = (f: () => unknown): void => {
+    const start = performance.now();
+    f();
+    expect(performance.now() - start).toBeLessThan(100);
+  };
+  it.each([
+    ['"["', '['.repeat(M)], ['"[a"', '[a'.repeat(M / 2)], ['"[]"', '[]'.repeat(M / 2)], ['"]"', ']'.repeat(M)],
+    ['"method" then "["', `_method${'['.repeat(M)}`], ['"."', `method${'.'.repeat(M)}`], ['" ["', `method${' ['.repeat(M / 2)}`],
+  ])('1 MB of %s through nameReadings, checkQueryShape, overridesMethod, keyProblem, keyReadAs, readConstrainedQuery', (_what, s) => {
+    within(() => nameReadings(s));
+    within(() => checkQueryShape(`${s}=1`, Infinity));
+    within(() => overridesMethod(`${s}=1`));
+    within(() => keyProblem(`a=1&${s}=1`));
+    within(() => keyReadAs(`${s}=1`, new Set(['amount'])));
+    within(() => readConstrainedQuery(`${s}=1`, new Set(['amount'])));
+  });
+
+  it('still reads the names right', () => {
+    expect(nameReadings('_method[[')).toContain('_method');
+    expect(nameReadings('a[[b]]')).toContain('a');
+    expect(phpName('per[page ')).toBe('per_page_');
+    expect(phpName('\ufeffa.b')).toBe('\ufeffa_b');
   });
 });
