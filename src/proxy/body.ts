@@ -97,7 +97,7 @@ export async function bodyOverrideDenial(req: IncomingMessage, body: Buffer, lim
   const charset = unsafeCharset(params);
   if (charset !== undefined) {
     // iconv-lite (body-parser) decodes UTF-7, where "+AF8-method" is "_method", and many more: only known ones are checkable.
-    return deny('unsupported_media_type', `charset "${printableParam(charset)}" is not accepted; send the body as UTF-8 (or UTF-16/32, ASCII, Latin-1)`);
+    return deny('unsupported_media_type', `charset "${printableParam(charset)}" is not accepted; send the body as UTF-8 (or UTF-16/32, ASCII, or a single-byte superset of ASCII such as ISO-8859-x or windows-125x)`);
   }
   const bytes = await decodedContent(body, req.headers['content-encoding'], limit);
   if (isDenial(bytes)) return bytes;
@@ -110,7 +110,7 @@ export async function bodyOverrideDenial(req: IncomingMessage, body: Buffer, lim
     return override;
   }
   if (essence.startsWith('multipart/')) {
-    const problem = multipartProblem(bytes, params.get('boundary')?.[0]);
+    const problem = multipartProblem(bytes, agreedBoundary(type, params.get('boundary')?.[0]));
     if (problem === 'extended') return deny('invalid_body', 'a multipart part header uses an RFC 2231 "name*" parameter; send the field name as name="..."');
     if (problem === 'method') return override;
   }
@@ -155,13 +155,45 @@ export function parseContentType(type: string): { essence: string; params: Map<s
 }
 
 /**
+ * The boundary every parser agrees on, or undefined (then every "--" line
+ * counts as a delimiter, a superset of any boundary's). PHP (rfc1867.c)
+ * takes the first "boundary" anywhere in the header, case-insensitively
+ * (inside "xboundary=" or a quoted value too), then what follows the next
+ * "=", up to "," or ";" (spaces kept) or the closing quote; Go and busboy
+ * parse parameters. A PHP boundary that starts with the parsed one is fine:
+ * its delimiter lines all start with the parsed delimiter.
+ */
+export function agreedBoundary(type: string, parsed: string | undefined): string | undefined {
+  if (parsed === undefined) return undefined;
+  const at = type.toLowerCase().indexOf('boundary');
+  const eq = at === -1 ? -1 : type.indexOf('=', at);
+  if (eq === -1) return undefined;
+  let php = type.slice(eq + 1);
+  if (php.startsWith('"')) {
+    const close = php.indexOf('"', 1);
+    php = php.slice(1, close === -1 ? php.length : close);
+  } else {
+    const end = php.search(/[,;]/);
+    if (end !== -1) php = php.slice(0, end);
+  }
+  return php.startsWith(parsed) ? parsed : undefined;
+}
+
+/**
  * Charsets whose decoding the sidecar reproduces (UTF-8, UTF-16/32 as
  * jsonUtf8 detects them, and ASCII-compatible single-byte ones, where an
  * ASCII name is the same bytes), normalised as iconv-lite looks names up:
  * lower-cased, everything but [a-z0-9] dropped ("UTF--7", "utf-_7" and
  * "utf\-7" are all "utf7" to it).
  */
-const SAFE_CHARSETS = new Set(['utf8', 'utf16', 'utf16le', 'utf16be', 'utf32', 'utf32le', 'utf32be', 'ascii', 'usascii', 'latin1', 'iso88591']);
+const SAFE_CHARSETS = new Set([
+  'utf8', 'utf16', 'utf16le', 'utf16be', 'utf32', 'utf32le', 'utf32be', 'ascii', 'usascii', 'latin1',
+  // Single-byte supersets of ASCII: bytes below 0x80 are ASCII in each, so the byte scan reads what the app
+  // reads. Multi-byte ones (Shift_JIS, GBK, Big5) are not here: a trail byte 0x5C would end a string the
+  // scan thinks goes on, and UTF-7, EBCDIC and ISO-2022 can spell "_method" without its ASCII bytes.
+  ...Array.from({ length: 16 }, (_, i) => `iso8859${i + 1}`), ...Array.from({ length: 9 }, (_, i) => `windows125${i}`),
+  ...Array.from({ length: 9 }, (_, i) => `cp125${i}`), 'koi8r', 'koi8u', 'macroman', 'macintosh', 'cp437', 'cp850', 'ibm437', 'ibm850',
+]);
 
 /** The first charset parameter the sidecar cannot read as the app would (any "charset*" variant included), if any. */
 function unsafeCharset(params: Map<string, string[]>): string | undefined {
@@ -173,7 +205,8 @@ function unsafeCharset(params: Map<string, string[]>): string | undefined {
 }
 
 function printableParam(s: string): string {
-  return s.length > 40 ? `${s.slice(0, 40)}…` : s.replace(/[^\x20-\x7e]/g, '?');
+  const shown = s.replace(/[^\x20-\x7e]/g, '?');
+  return shown.length > 40 ? `${shown.slice(0, 40)}…` : shown;
 }
 
 const INFLATE: Record<string, (buf: Buffer, opts: ZlibOptions) => Promise<Buffer>> = {
@@ -271,12 +304,26 @@ export function topLevelKeyIsMethod(text: string): boolean {
         }
       }
       if (depth === 1 && !long && key.toLowerCase() === '_method' && text[skipBlank(text, i + 1)] === ':') return true;
+    } else if (depth === 1 && (ch === '_' || ch === "'")) {
+      // JSON5 keys: unquoted ("_method: 1") or single-quoted ('_method': 1). An "_" or "'" is never
+      // outside a string in JSON, so this only reads what JSON5 parsers read.
+      const end = ch === "'" ? text.indexOf("'", i + 1) : identifierEnd(text, i);
+      const key = ch === "'" ? text.slice(i + 1, end === -1 ? text.length : end) : text.slice(i, end);
+      if (key.toLowerCase() === '_method' && end !== -1 && text[skipBlank(text, ch === "'" ? end + 1 : end)] === ':') return true;
+      if (end === -1) return false;
+      i = ch === "'" ? end : end - 1;
     } else if (ch === '/' && (text[i + 1] === '*' || text[i + 1] === '/')) {
       i = skipBlank(text, i) - 1;
     } else if (ch === '{' || ch === '[') depth++;
     else if ((ch === '}' || ch === ']') && --depth === 0) return false;
   }
   return false;
+}
+
+/** The end of an identifier (JSON5's unquoted key: letters, digits, "_", "$") starting at `i`. */
+function identifierEnd(text: string, i: number): number {
+  while (i < text.length && /[A-Za-z0-9_$]/.test(text[i]!)) i++;
+  return i;
 }
 
 /** The index of the first character at or after `i` that is not whitespace or a comment (JSON5, JSONC). */

@@ -74,6 +74,8 @@ const MULTIPART_2231: [string, string][] = [
   ['name* split in continuations', 'Content-Disposition: form-data; name*0=_met; name*1=hod'],
 ];
 const NAN_OVERRIDE = '{"_method":"DELETE","x":NaN}';
+const XBOUNDARY_TYPE = 'Content-Type: multipart/form-data; xboundary=zz; boundary=b';
+const XBOUNDARY_BODY = '--zz\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--zz--\r\n';
 
 function suite(name: BackendName): void {
   let backend: Backend;
@@ -126,6 +128,8 @@ function suite(name: BackendName): void {
       for (const [what, d] of MULTIPART_NAMES) {
         expect((await direct('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d))).method, what).toBe('DELETE');
       }
+      // rfc1867.c takes the first "boundary" anywhere in the header: here "zz", from "xboundary".
+      expect((await direct('POST /hooks HTTP/1.1', [XBOUNDARY_TYPE], XBOUNDARY_BODY)).method).toBe('DELETE');
     }
     if (name === 'python') {
       // json.loads on bytes skips a BOM and detects UTF-16/32 (json.detect_encoding).
@@ -283,6 +287,10 @@ function suite(name: BackendName): void {
 
     it.each(MULTIPART_2231)('refuses a multipart part named with %s (invalid_body)', async (_what, d) => {
       await expectRefused(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d)), 400, 'invalid_body');
+    });
+
+    it('refuses a part delimited by the boundary PHP reads when the declared one differs ("xboundary=")', async () => {
+      await expectRefused(send('POST /hooks HTTP/1.1', [XBOUNDARY_TYPE], XBOUNDARY_BODY), 400, 'invalid_body');
     });
 
     it('forwards an uploaded diff whose lines start with "--" and name "_method"', async () => {

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { bodyOverrideDenial, decodedContent, jsonMethodOverride, jsonUtf8, multipartMethodOverride, multipartProblem } from '../../../src/proxy/body.js';
+import { agreedBoundary, bodyOverrideDenial, decodedContent, parseContentType, jsonMethodOverride, jsonUtf8, multipartMethodOverride, multipartProblem } from '../../../src/proxy/body.js';
 
 const b = (s: string): Buffer => Buffer.from(s);
 
@@ -210,6 +210,7 @@ describe('charset on a scanned body (iconv-lite normalises names: lower-case, on
   const type = (t: string): IncomingMessage => req({ 'content-type': t });
   it.each([
     'application/json; charset=utf-7', 'application/json; charset=utf--7', 'application/json; charset=utf-_7',
+    'text/plain; charset=shift_jis', 'application/x-www-form-urlencoded; charset=big5', 'application/json; charset=iso-2022-jp',
     'application/json; charset=utf-.7', 'application/json; charset="utf\\-7"', 'application/json; charset = "UTF-7"',
     'application/x-www-form-urlencoded; charset=utf7', 'text/plain; charset=unicode-1-1-utf-7', 'application/json; charset=ibm037',
     'application/json; charset*=utf-8\'\'utf-7', 'application/json; charset=utf-8; charset=utf-7', 'application/json; charset=',
@@ -221,6 +222,7 @@ describe('charset on a scanned body (iconv-lite normalises names: lower-case, on
     'application/json', 'application/json; charset=utf-8', 'application/json; charset="UTF-8"', 'application/json;charset=UTF8',
     'text/plain; charset=us-ascii', 'application/x-www-form-urlencoded; charset=ISO-8859-1', 'application/json; charset=utf-16le',
     'application/json; charset=latin1', 'multipart/form-data; boundary="a;charset=utf-7"',
+    'application/x-www-form-urlencoded; charset=windows-1252', 'text/plain; charset=ISO-8859-15', 'text/plain; charset=KOI8-R',
   ])('accepts %s', async (t) => {
     expect(await bodyOverrideDenial(type(t), b('{}'), 1024)).toBeUndefined();
   });
@@ -304,5 +306,31 @@ describe('linear time on adversarial inputs (1 MB each, issue 15 second review)'
       await bodyOverrideDenial(req({ 'content-type': type }), body, 2 * M);
       expect(performance.now() - start).toBeLessThan(100);
     }
+  });
+});
+
+describe('JSON5 keys and the boundary PHP reads', () => {
+  it.each(["{_method: 'DELETE'}", "{a: 1, '_METHOD': 'DELETE'}", '{"a":NaN, _method /* c */ : 1}'])('finds a JSON5 key in %s', (text) => {
+    expect(jsonMethodOverride(b(text))).toBe(true);
+  });
+
+  it.each(["{a: '_method', b: _method}", '{"x_method":1,"a":"it\'s","b":"_method"}'])('finds none in %s', (text) => {
+    expect(jsonMethodOverride(b(text))).toBe(false);
+  });
+
+  it.each([
+    ['PHP takes "boundary" inside "xboundary="', 'multipart/form-data; xboundary=zz; boundary=b', undefined],
+    ['PHP takes it from a quoted value', 'multipart/form-data; a="boundary=zz"; boundary=b', undefined],
+    ['the same boundary', 'multipart/form-data; boundary=b', 'b'],
+    ['quoted', 'multipart/form-data; boundary="b c"', 'b c'],
+    ['PHP keeps trailing spaces (a longer boundary, same lines)', 'multipart/form-data; boundary=b ', 'b'],
+  ])('agreedBoundary: %s', (_what, type, want) => {
+    expect(agreedBoundary(type, parseContentType(type).params.get('boundary')?.[0])).toBe(want);
+  });
+
+  it('scans every "--" line when PHP would read another boundary', async () => {
+    const body = b('--zz\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--zz--\r\n');
+    await expect(bodyOverrideDenial(req({ 'content-type': 'multipart/form-data; xboundary=zz; boundary=b' }), body, 1024)).resolves.toMatchObject({ code: 'invalid_body' });
+    expect(await bodyOverrideDenial(req({ 'content-type': 'multipart/form-data; boundary=b' }), body, 1024)).toBeUndefined();
   });
 });
