@@ -11,7 +11,7 @@ import { grantKey, type Capability, type Policy } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
 import { checkQueryShape, keyReadAs, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget } from '../routing/target.js';
-import { jsonMethodOverride } from './body.js';
+import { jsonMethodOverride } from './method-override.js';
 import { upstreamRequestHeaders } from './headers.js';
 import { presentSuccess } from './present.js';
 import { sendJson } from './respond.js';
