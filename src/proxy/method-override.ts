@@ -33,11 +33,13 @@ export async function bodyOverrideDenial(req: IncomingMessage, body: Buffer, lim
   const bytes = await decodedContent(body, req.headers['content-encoding'], limit);
   if (isDenial(bytes)) return bytes;
   const override = deny('invalid_body', 'the "_method" override is not accepted; use the real HTTP method');
+  // Both form readings need a "%" escape or the letters "method": most bodies are not copied into a string at all.
+  const formNamesMayMatter = mayNameMethod(bytes);
   if (essence === 'application/x-www-form-urlencoded') {
-    const problem = keyProblem(bytes.toString('latin1'));
+    const problem = formNamesMayMatter ? keyProblem(bytes.toString('latin1')) : undefined;
     if (problem === 'malformed') return deny('invalid_body', 'a form field name has a malformed percent-encoding (apps would read it leniently, as another name)');
     if (problem === 'method') return override;
-  } else if (overridesMethod(bytes.toString('latin1'))) {
+  } else if (formNamesMayMatter && overridesMethod(bytes.toString('latin1'))) {
     return override;
   }
   if (essence.startsWith('multipart/')) {
@@ -236,13 +238,25 @@ function utf32(b: Buffer, little: boolean): string {
 
 const METHOD = Buffer.from('method');
 
+/** Whether `body` holds "method" (ASCII, any case) at `at`. */
+function methodAt(body: Buffer, at: number): boolean {
+  if (at + 6 > body.length) return false;
+  for (let j = 0; j < 6; j++) if ((body[at + j]! | 0x20) !== METHOD[j]) return false;
+  return true;
+}
+
+/** A JSON key could be "_method": an "_" followed by "method" (any case), or any "\\u" escape. */
 function mayHoldMethodKey(body: Buffer): boolean {
   if (body.indexOf('\\u') !== -1) return true;
-  for (let i = body.indexOf(0x5f); i !== -1; i = body.indexOf(0x5f, i + 1)) {
-    if (i + 7 > body.length) return false;
-    let same = true;
-    for (let j = 0; j < 6 && same; j++) same = (body[i + 1 + j]! | 0x20) === METHOD[j];
-    if (same) return true;
+  for (let i = body.indexOf(0x5f); i !== -1; i = body.indexOf(0x5f, i + 1)) if (methodAt(body, i + 1)) return true;
+  return false;
+}
+
+/** A form name could read as "_method": it needs a "%" escape or the letters "method" (any case) somewhere. */
+function mayNameMethod(body: Buffer): boolean {
+  if (body.indexOf(0x25) !== -1) return true;
+  for (const m of [0x6d, 0x4d]) {
+    for (let i = body.indexOf(m); i !== -1; i = body.indexOf(m, i + 1)) if (methodAt(body, i)) return true;
   }
   return false;
 }

@@ -152,20 +152,21 @@ export const checkReplay: Stage = (call, deps) => {
 };
 
 async function spend(deps: Deps, key: string, jti: string, iat: number): Promise<Denial | undefined> {
-  const windowMs = REPLAY_WINDOW_SECONDS * 1000;
-  // A store that lost its ids: a token from before the loss may have been used already (checked again after the claim, which may find the loss).
-  const reset = () => refusedByReset(deps.replay.lastReset?.(), iat, deps.now(), windowMs)
-    ? deny('replay_window_reset', `token ${jti} was issued before (or within the clock skew after) the moment the replay store was found to have lost its data; retry with a fresh token in a few seconds`)
-    : undefined;
   try {
-    const before = reset();
+    // A store that lost its ids: a token from before the loss may have been used already (asked again after the claim, which may find the loss).
+    const before = resetDenial(deps, jti, iat);
     if (before) return before;
     const fresh = await deps.replay.claim(key, REPLAY_TTL_MS);
-    return fresh ? reset() : deny('token_replayed', `token ${jti} was already used`);
+    return fresh ? resetDenial(deps, jti, iat) : deny('token_replayed', `token ${jti} was already used`);
   } catch (err) {
     if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);
     return deny('replay_store_unavailable', `replay store failed: ${(err as Error).message}`);
   }
+}
+
+function resetDenial(deps: Deps, jti: string, iat: number): Denial | undefined {
+  if (!refusedByReset(deps.replay.lastReset?.(), iat, deps.now(), REPLAY_WINDOW_SECONDS * 1000)) return undefined;
+  return deny('replay_window_reset', `token ${jti} was issued before (or within the clock skew after) the moment the replay store was found to have lost its data; retry with a fresh token in a few seconds`);
 }
 
 /** A host's token (registration, status, revoke): a trusted host, this service's issuer, a live signature. */
