@@ -1,56 +1,80 @@
-import { readFileSync } from 'node:fs';
 import { parseAllDocuments, stringify } from 'yaml';
-import { injectObject } from '../kubernetes/inject.js';
+import { ANNOTATION } from '../kubernetes/annotations.js';
+import { DEFAULT_IMAGE, INJECT_DEFAULTS, loadInjectDefaults, type InjectDefaults } from '../kubernetes/defaults.js';
+import { injectManifests } from '../kubernetes/manifests.js';
 import { parseCommand } from './args.js';
 
-const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-export const DEFAULT_IMAGE = `ghcr.io/agents-chain/sidecar:${VERSION}`;
+export { DEFAULT_IMAGE } from '../kubernetes/defaults.js';
 
-const USAGE = `Usage: agents-chain inject [--image IMAGE] [--native-sidecar] < manifests.yaml > injected.yaml
+const USAGE = `Usage: agents-chain inject [--defaults FILE] [--image IMAGE] [--native-sidecar] < manifests.yaml > injected.yaml
 
 Adds the agents-chain sidecar to every pod template annotated
-agents-chain.io/inject: "true" (Pods, Deployments, StatefulSets, DaemonSets,
+${ANNOTATION.inject}: "true" (Pods, Deployments, StatefulSets, DaemonSets,
 ReplicaSets, Jobs, CronJobs, and Lists of them) in multi-document YAML read
 from stdin. Other documents are written out unchanged. Injecting twice
 changes nothing. Works as a Helm post-renderer:
 
   helm install web ./chart --post-renderer agents-chain --post-renderer-args inject
 
-Pod annotations: agents-chain.io/policy (ConfigMap with policy.yaml, required),
-  agents-chain.io/upstream-port [8081], agents-chain.io/port [8080],
-  agents-chain.io/admin-port [9090], agents-chain.io/audit-key-secret,
-  agents-chain.io/audit-export [stdout], agents-chain.io/admin-token-secret,
-  agents-chain.io/native-sidecar ("true": an init container with restartPolicy Always).
+Fails closed: when an annotated pod template cannot get the sidecar (no
+policy, a bad annotation, a port clash...), nothing is written to stdout and
+the exit code is 1, naming each object and reason, so helm and GitOps
+pipelines stop. ${ANNOTATION.allowUnprotected}: "true" on a pod lets it
+through without the sidecar, with a warning and a status annotation.
+
+In capture mode "port", Services in the same stream that select an injected
+pod and target the app's port by number are pointed at the sidecar.
+
+Pod annotations (README "Deploy on Kubernetes" has the full table):
+  ${ANNOTATION.policy} (required), ${ANNOTATION.upstreamPort},
+  ${ANNOTATION.capture} [iptables | port], ${ANNOTATION.excludeInboundPorts},
+  ${ANNOTATION.port} [17480], ${ANNOTATION.adminPort} [17490],
+  ${ANNOTATION.redisSecret}, ${ANNOTATION.adminTokenSecret},
+  ${ANNOTATION.auditKeySecret}, ${ANNOTATION.auditExport}, ${ANNOTATION.logLevel},
+  ${ANNOTATION.cpuRequest}, ${ANNOTATION.memoryRequest}, ${ANNOTATION.memoryLimit},
+  ${ANNOTATION.nativeSidecar}, ${ANNOTATION.allowUnprotected}.
 
 Options:
+  --defaults FILE    injection defaults (YAML; the chart's <release>-injection ConfigMap)
+                                                           AGENTS_CHAIN_INJECT_DEFAULTS
   --image IMAGE      the sidecar image [${DEFAULT_IMAGE}]   AGENTS_CHAIN_IMAGE
   --native-sidecar   inject as a native sidecar unless a pod says otherwise (Kubernetes >= 1.29)
 `;
 
+/** Defaults from --defaults (or the embedded ones), then --image / --native-sidecar on top. */
+export function injectDefaultsFrom(v: { defaults?: string; image?: string; 'native-sidecar'?: boolean }, env: NodeJS.ProcessEnv): InjectDefaults {
+  const file = v.defaults ?? env.AGENTS_CHAIN_INJECT_DEFAULTS;
+  const base = file ? loadInjectDefaults(file) : { ...INJECT_DEFAULTS };
+  const image = v.image ?? env.AGENTS_CHAIN_IMAGE;
+  return { ...base, ...(image ? { image } : {}), ...(v['native-sidecar'] ? { nativeSidecar: true } : {}) };
+}
+
 export async function injectCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, { image: { type: 'string' }, 'native-sidecar': { type: 'boolean' } }, USAGE);
+  const args = parseCommand(argv, { defaults: { type: 'string' }, image: { type: 'string' }, 'native-sidecar': { type: 'boolean' } }, USAGE);
   if (!args) return 0;
-  const image = args.values.image ?? process.env.AGENTS_CHAIN_IMAGE ?? DEFAULT_IMAGE;
+  const defaults = injectDefaultsFrom(args.values, process.env);
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
-  const docs = parseAllDocuments(Buffer.concat(chunks).toString('utf8'));
-  if (!Array.isArray(docs)) throw new Error('stdin is not YAML');
-  const out: string[] = [];
-  let injected = 0;
-  for (const doc of docs) {
-    if (doc.errors.length) {
-      const e = doc.errors[0]!;
-      throw new Error(`stdin:${e.linePos?.[0]?.line ?? '?'}:${e.linePos?.[0]?.col ?? '?'}: ${e.message}`);
-    }
-    const value = doc.toJS() as Record<string, unknown> | null;
-    if (!value || typeof value !== 'object') continue;
-    const r = injectObject(value, { image, nativeSidecar: args.values['native-sidecar'] === true });
-    for (const s of r.skipped) process.stderr.write(`agents-chain inject: not injected: ${s}\n`);
-    injected += r.injected;
-    // Untouched documents keep their text (and comments) exactly.
-    out.push(r.injected ? stringify(r.doc, { lineWidth: 0 }) : doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, ''));
+  const parsed = parseAllDocuments(Buffer.concat(chunks).toString('utf8'));
+  if (!Array.isArray(parsed)) throw new Error('stdin is not YAML');
+  for (const doc of parsed) {
+    const e = doc.errors[0];
+    if (e) throw new Error(`stdin:${e.linePos?.[0]?.line ?? '?'}:${e.linePos?.[0]?.col ?? '?'}: ${e.message}`);
   }
+  const kept = parsed.map((doc) => ({ doc, value: doc.toJS() as unknown })).filter((d): d is { doc: typeof d.doc; value: Record<string, unknown> } => !!d.value && typeof d.value === 'object');
+  const { docs, changed, report } = injectManifests(kept.map((d) => d.value), defaults);
+  const say = (line: string): void => void process.stderr.write(`agents-chain inject: ${line}\n`);
+  for (const w of report.warnings) say(`warning: ${w}`);
+  if (report.refused.length) {
+    for (const r of report.refused) say(`cannot inject ${r}`);
+    say(`refused: ${report.refused.length} problem${report.refused.length === 1 ? '' : 's'}; nothing written (set ${ANNOTATION.allowUnprotected}: "true" on a pod to run it without the sidecar)`);
+    return 1;
+  }
+  for (const s of report.servicesRewritten) say(`rewrote ${s}`);
+  // Untouched documents keep their text (and comments) exactly.
+  const out = docs.map((d, i) => (changed[i] ? stringify(d, { lineWidth: 0 }) : kept[i]!.doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, '')));
   process.stdout.write(out.map((d) => (d.endsWith('\n') ? d : `${d}\n`)).join('---\n'));
-  process.stderr.write(`agents-chain inject: ${injected} pod template${injected === 1 ? '' : 's'} injected\n`);
+  const n = report.injected.length;
+  say(`${n} pod template${n === 1 ? '' : 's'} injected`);
   return 0;
 }

@@ -1,148 +1,251 @@
 /**
- * Sidecar injection: one pure function that adds the agents-chain container
- * to a pod template, driven by the pod's annotations. The CLI (`inject`, also
- * a Helm post-renderer), the admission webhook and the chart all use it.
+ * Sidecar injection: one pure function that adds the agents-chain sidecar to a pod template, driven
+ * by the pod's annotations and one set of defaults. The CLI (`inject`, also a Helm post-renderer),
+ * the admission webhook and the chart's defaults ConfigMap all go through it.
+ *
+ * It fails closed: a pod that asks for the sidecar and cannot get it is refused with every reason,
+ * never passed through unprotected, unless the pod itself says `allow-unprotected: "true"`.
  */
+import { ANNOTATION, CAPTURE_CONTAINER, CONTAINER, DEFAULT_CONTAINER, USER_ANNOTATIONS } from './annotations.js';
+import { AUDIT_DRAIN_SECONDS, CAPTURE_MODES, INJECT_DEFAULTS, LOG_LEVELS, SHUTDOWN_GRACE_SECONDS, SIDECAR_VERSION, type CaptureMode, type InjectDefaults } from './defaults.js';
+import { appPort, isObjectName, isPortNumber, isQuantity, portList, portsOf, renamedPort, type AppPort } from './ports.js';
+import { redirectProbes, renameProbePorts, type AppProbe } from './probes.js';
 
-export const ANNOTATION = {
-  inject: 'agents-chain.io/inject',
-  policy: 'agents-chain.io/policy',
-  upstreamPort: 'agents-chain.io/upstream-port',
-  port: 'agents-chain.io/port',
-  adminPort: 'agents-chain.io/admin-port',
-  auditKeySecret: 'agents-chain.io/audit-key-secret',
-  auditExport: 'agents-chain.io/audit-export',
-  adminTokenSecret: 'agents-chain.io/admin-token-secret',
-  nativeSidecar: 'agents-chain.io/native-sidecar',
-} as const;
+export { ANNOTATION, CAPTURE_CONTAINER, CONTAINER } from './annotations.js';
+export type { InjectDefaults } from './defaults.js';
 
-export const CONTAINER = 'agents-chain';
 const POLICY_DIR = '/etc/agents-chain';
 const SPOOL_DIR = '/var/spool/agents-chain';
 /** The image's user: numeric, so runAsNonRoot can be verified without reading /etc/passwd. */
 export const SIDECAR_UID = 10001;
 
-export interface InjectDefaults {
-  image: string;
-  /** Kubernetes ≥ 1.29: an init container with restartPolicy Always starts before the app and stops after it. */
-  nativeSidecar?: boolean;
-  resources?: Record<string, unknown>;
-}
-
 type Obj = Record<string, unknown>;
 export interface PodTemplate {
-  metadata?: { annotations?: Record<string, string>; [k: string]: unknown };
+  metadata?: { annotations?: Record<string, string>; labels?: Record<string, string>; [k: string]: unknown };
   spec?: Obj & { containers?: Obj[]; initContainers?: Obj[]; volumes?: Obj[] };
 }
 
-export type InjectResult = { injected: true; template: PodTemplate } | { injected: false; reason: string };
+/** What injection knows about the workload around the template (for warnings only). */
+export interface WorkloadContext { kind?: string; replicas?: number }
 
-function port(value: string | undefined, fallback: number, name: string): number | string {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  return Number.isInteger(n) && n > 0 && n < 65536 ? n : `annotation ${name} must be a port number, got "${value}"`;
-}
+/** What the sidecar took, for the Service rewrite of port mode and the status annotation. */
+export interface Injection { capture: CaptureMode; app: AppPort; port: number; adminPort: number; native: boolean; portName?: string }
+
+export type InjectResult =
+  | { outcome: 'not-requested' }
+  | { outcome: 'already-injected' }
+  | { outcome: 'injected'; template: PodTemplate; injection: Injection; warnings: string[] }
+  | { outcome: 'refused'; reasons: string[] }
+  /** Could not inject, and the pod opted into running without the sidecar: marked, and warned about. */
+  | { outcome: 'unprotected'; template: PodTemplate; reasons: string[] };
+
+const list = (v: unknown): Obj[] => (Array.isArray(v) ? v.filter((c): c is Obj => typeof c === 'object' && c !== null) : []);
+const bool = (v: string | undefined, name: string, fallback: boolean, reasons: string[]): boolean => {
+  if (v === undefined) return fallback;
+  if (v === 'true' || v === 'false') return v === 'true';
+  reasons.push(`${name} must be "true" or "false", got "${v}"`);
+  return fallback;
+};
 
 /**
- * Adds the sidecar to a pod template when `agents-chain.io/inject: "true"`.
- * Idempotent (a template that already has the container is left alone) and
- * touches nothing else: other containers, their order and fields stay as
- * they were. Returns a new object; the input is not modified.
+ * Adds the sidecar to a pod template when `agents-chain.io/inject: "true"`. Idempotent (a template
+ * that already has the container is left alone). Returns a new object; the input is not modified.
  */
-export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults): InjectResult {
+export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults = INJECT_DEFAULTS, context: WorkloadContext = {}): InjectResult {
   const a = input.metadata?.annotations ?? {};
-  if (a[ANNOTATION.inject] !== 'true') return { injected: false, reason: `no ${ANNOTATION.inject}: "true" annotation` };
+  const reasons: string[] = [];
+  const asked = a[ANNOTATION.inject];
+  if (asked === undefined || asked === 'false') return { outcome: 'not-requested' };
+  if (asked !== 'true') reasons.push(`${ANNOTATION.inject} must be "true" or "false", got "${asked}"`);
   const spec = input.spec ?? {};
-  const list = (v: unknown): Obj[] => (Array.isArray(v) ? v.filter((c): c is Obj => typeof c === 'object' && c !== null) : []);
   if ((spec.containers !== undefined && !Array.isArray(spec.containers)) || (spec.initContainers !== undefined && !Array.isArray(spec.initContainers))) {
-    return { injected: false, reason: 'spec.containers and spec.initContainers must be lists' };
+    return { outcome: 'refused', reasons: ['spec.containers and spec.initContainers must be lists'] };
   }
-  const all = [...list(spec.containers), ...list(spec.initContainers)];
-  if (all.some((c) => c.name === CONTAINER)) return { injected: false, reason: 'already injected' };
-  const policy = a[ANNOTATION.policy];
-  if (!policy) return { injected: false, reason: `${ANNOTATION.policy} (the policy ConfigMap's name) is required` };
-  const upstream = port(a[ANNOTATION.upstreamPort], 8081, ANNOTATION.upstreamPort);
-  const listen = port(a[ANNOTATION.port], 8080, ANNOTATION.port);
-  const admin = port(a[ANNOTATION.adminPort], 9090, ANNOTATION.adminPort);
-  for (const p of [upstream, listen, admin]) if (typeof p === 'string') return { injected: false, reason: p };
-  const taken = new Set(all.flatMap((c) => ((c.ports as Obj[] | undefined) ?? []).map((p) => p.containerPort)));
-  for (const p of [listen, admin]) if (taken.has(p)) return { injected: false, reason: `port ${p} is already used by another container; set ${ANNOTATION.port} / ${ANNOTATION.adminPort}` };
+  const containers = list(spec.containers);
+  const inits = list(spec.initContainers);
+  if ([...containers, ...inits].some((c) => c.name === CONTAINER)) return { outcome: 'already-injected' };
+  if (containers.length === 0) reasons.push('the pod has no containers');
 
-  const auditSecret = a[ANNOTATION.auditKeySecret];
-  const args = ['serve', '--policy', `${POLICY_DIR}/policy.yaml`, '--upstream', `http://127.0.0.1:${upstream}`, '--listen', `0.0.0.0:${listen}`, '--admin', `0.0.0.0:${admin}`];
-  const env: Obj[] = [];
-  if (auditSecret) {
+  for (const key of Object.keys(a)) {
+    if (key.startsWith('agents-chain.io/') && !USER_ANNOTATIONS.has(key) && key !== ANNOTATION.status) reasons.push(`unknown annotation ${key} (a typo? known: ${[...USER_ANNOTATIONS].join(', ')})`);
+  }
+  const policy = a[ANNOTATION.policy];
+  if (!policy) reasons.push(`${ANNOTATION.policy} (the policy ConfigMap's name) is required`);
+  else if (!isObjectName(policy)) reasons.push(`${ANNOTATION.policy} must be a ConfigMap name, got "${policy}"`);
+  for (const key of [ANNOTATION.redisSecret, ANNOTATION.adminTokenSecret, ANNOTATION.auditKeySecret]) {
+    if (a[key] !== undefined && !isObjectName(a[key]!)) reasons.push(`${key} must be a Secret name, got "${a[key]}"`);
+  }
+  const capture = (a[ANNOTATION.capture] ?? defaults.captureMode) as CaptureMode;
+  if (!CAPTURE_MODES.includes(capture)) reasons.push(`${ANNOTATION.capture} must be ${CAPTURE_MODES.join(' or ')}, got "${capture}"`);
+  const port = sidecarPort(a[ANNOTATION.port], defaults.port, ANNOTATION.port, reasons);
+  const adminPort = sidecarPort(a[ANNOTATION.adminPort], defaults.adminPort, ANNOTATION.adminPort, reasons);
+  if (port === adminPort) reasons.push(`${ANNOTATION.port} and ${ANNOTATION.adminPort} must differ (both ${port})`);
+  const logLevel = a[ANNOTATION.logLevel] ?? defaults.logLevel;
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) reasons.push(`${ANNOTATION.logLevel} must be ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  for (const key of [ANNOTATION.cpuRequest, ANNOTATION.memoryRequest, ANNOTATION.memoryLimit]) {
+    if (a[key] !== undefined && !isQuantity(a[key]!)) reasons.push(`${key} must be a resource quantity (e.g. 100m, 128Mi), got "${a[key]}"`);
+  }
+  const excluded = portList(a[ANNOTATION.excludeInboundPorts], ANNOTATION.excludeInboundPorts);
+  if (typeof excluded === 'string') reasons.push(excluded);
+
+  const app = appPort(containers, a[ANNOTATION.upstreamPort], ANNOTATION.upstreamPort, Array.isArray(excluded) ? excluded : []);
+  if (typeof app === 'string') reasons.push(app);
+  else {
+    if (app.number === port || app.number === adminPort) reasons.push(`the app's port ${app.number} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
+    if (Array.isArray(excluded) && excluded.includes(app.number)) reasons.push(`${ANNOTATION.excludeInboundPorts} lists the app's port ${app.number}: that would leave it unprotected`);
+    if (capture === 'port' && !app.name) reasons.push(`capture mode "port" takes the app's port by name, and port ${app.number} of container ${app.container} has none: name it (and target it by name in the Service), or use capture mode iptables`);
+  }
+  for (const c of [...containers, ...inits]) {
+    for (const p of portsOf(c)) {
+      if (p.containerPort === port || p.containerPort === adminPort) reasons.push(`port ${p.containerPort} of container ${String(c.name)} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
+    }
+  }
+  // A Job's pod ends when its containers end: a plain sidecar container would keep it running forever.
+  const restartPolicy = spec.restartPolicy;
+  const runsToCompletion = restartPolicy === 'Never' || restartPolicy === 'OnFailure' || context.kind === 'Job' || context.kind === 'CronJob';
+  let native = bool(a[ANNOTATION.nativeSidecar], ANNOTATION.nativeSidecar, defaults.nativeSidecar, reasons);
+  if (runsToCompletion) {
+    if (a[ANNOTATION.nativeSidecar] === 'false') reasons.push(`the pod runs to completion (restartPolicy ${String(restartPolicy ?? 'of a Job')}): the sidecar must be a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29), but ${ANNOTATION.nativeSidecar} is "false"`);
+    native = true;
+  }
+  const allowUnprotected = bool(a[ANNOTATION.allowUnprotected], ANNOTATION.allowUnprotected, false, reasons);
+  if (reasons.length || typeof app === 'string' || typeof excluded === 'string') return allowUnprotected ? unprotected(input, reasons) : { outcome: 'refused', reasons };
+
+  const next: PodTemplate = structuredClone(input);
+  const s = (next.spec ??= {});
+  const nextContainers = list(s.containers);
+  const nextInits = list(s.initContainers);
+  const warnings: string[] = [];
+  const injection: Injection = { capture, app, port, adminPort, native };
+  let probes: Record<string, AppProbe> = {};
+  if (capture === 'iptables') {
+    const skip = new Set([port, adminPort, ...excluded]);
+    for (const c of [...nextContainers, ...nextInits.filter((i) => i.restartPolicy === 'Always')]) {
+      const r = redirectProbes(c, (p) => !skip.has(p), adminPort);
+      if (typeof r === 'string') return allowUnprotected ? unprotected(input, [r]) : { outcome: 'refused', reasons: [r] };
+      probes = { ...probes, ...r };
+      for (const p of portsOf(c)) {
+        if (!skip.has(p.containerPort) && p.containerPort !== app.number && (p.protocol ?? 'TCP') === 'TCP') {
+          warnings.push(`port ${p.containerPort} of container ${String(c.name)} is captured too, and its traffic goes to the app's port ${app.number}; list it in ${ANNOTATION.excludeInboundPorts} if agents do not call it`);
+        }
+      }
+    }
+  } else {
+    const owner = nextContainers.find((c) => c.name === app.container)!;
+    const taken = new Set([...nextContainers, ...nextInits].flatMap((c) => portsOf(c).map((p) => p.name).filter((n): n is string => !!n)));
+    const renamed = renamedPort(app.name!, taken);
+    for (const p of portsOf(owner)) if (p.name === app.name) p.name = renamed;
+    renameProbePorts(owner, app.name!, renamed);
+    injection.portName = app.name;
+  }
+  if ((context.replicas ?? 1) > 1 && !a[ANNOTATION.redisSecret]) {
+    warnings.push(`${context.replicas} replicas without ${ANNOTATION.redisSecret}: each sidecar keeps its own replay window, so one token can be used once per replica; give the replicas a shared Redis`);
+  }
+
+  const sidecar = sidecarContainer(a, defaults, injection, logLevel, probes);
+  if (native) s.initContainers = [...(capture === 'iptables' ? [captureContainer(defaults, injection, excluded)] : []), { ...sidecar, restartPolicy: 'Always' }, ...nextInits];
+  else {
+    s.containers = [...nextContainers, sidecar];
+    if (capture === 'iptables') s.initContainers = [captureContainer(defaults, injection, excluded), ...nextInits];
+  }
+  s.volumes = [...list(s.volumes).filter((v) => !String(v.name).startsWith('agents-chain-')), ...volumes(policy!)];
+  const grace = defaults.drainDelaySeconds + SHUTDOWN_GRACE_SECONDS + AUDIT_DRAIN_SECONDS + 5;
+  const current = typeof s.terminationGracePeriodSeconds === 'number' ? s.terminationGracePeriodSeconds : 30;
+  if (current < grace) s.terminationGracePeriodSeconds = grace;
+  const meta = (next.metadata ??= {});
+  meta.annotations = {
+    ...meta.annotations,
+    [ANNOTATION.status]: JSON.stringify({ version: SIDECAR_VERSION, capture, port, adminPort, upstreamPort: app.number, app: app.container, native }),
+    ...(meta.annotations?.[DEFAULT_CONTAINER] ? {} : { [DEFAULT_CONTAINER]: app.container }),
+  };
+  return { outcome: 'injected', template: next, injection, warnings };
+}
+
+function sidecarPort(value: string | undefined, fallback: number, name: string, reasons: string[]): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (/^\d+$/.test(value) && isPortNumber(n)) return n;
+  reasons.push(`${name} must be a port number (1-65535), got "${value}"`);
+  return fallback;
+}
+
+/** The pod opted into running without the sidecar: it says so on itself, so `kubectl get` shows it. */
+function unprotected(input: PodTemplate, reasons: string[]): InjectResult {
+  const next = structuredClone(input);
+  const meta = (next.metadata ??= {});
+  meta.annotations = { ...meta.annotations, [ANNOTATION.status]: JSON.stringify({ injected: false, unprotected: true, reasons }) };
+  return { outcome: 'unprotected', template: next, reasons };
+}
+
+const hardened = { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } };
+
+function sidecarContainer(a: Record<string, string>, defaults: InjectDefaults, inj: Injection, logLevel: string, probes: Record<string, AppProbe>): Obj {
+  const args = ['serve', '--policy', `${POLICY_DIR}/policy.yaml`, '--upstream', `http://127.0.0.1:${inj.app.number}`, '--listen', `0.0.0.0:${inj.port}`, '--admin', `0.0.0.0:${inj.adminPort}`];
+  const env: Obj[] = [
+    { name: 'AGENTS_CHAIN_LOG_LEVEL', value: logLevel },
+    { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: String(defaults.drainDelaySeconds * 1000) },
+  ];
+  const secret = (name: string, key: string) => ({ valueFrom: { secretKeyRef: { name, key } } });
+  const auditKey = a[ANNOTATION.auditKeySecret];
+  const adminToken = a[ANNOTATION.adminTokenSecret];
+  const redis = a[ANNOTATION.redisSecret];
+  if (auditKey) {
     args.push('--audit-spool', SPOOL_DIR);
-    env.push({ name: 'AGENTS_CHAIN_AUDIT_KEY', valueFrom: { secretKeyRef: { name: auditSecret, key: 'audit.key' } } });
+    env.push({ name: 'AGENTS_CHAIN_AUDIT_KEY', ...secret(auditKey, 'audit.key') });
     env.push({ name: 'AGENTS_CHAIN_AUDIT_EXPORT', value: a[ANNOTATION.auditExport] ?? 'stdout' });
   }
-  if (a[ANNOTATION.adminTokenSecret]) env.push({ name: 'AGENTS_CHAIN_ADMIN_TOKEN', valueFrom: { secretKeyRef: { name: a[ANNOTATION.adminTokenSecret], key: 'token' } } });
-  const probe = (path: string, period: number): Obj => ({ httpGet: { path, port: admin }, periodSeconds: period, timeoutSeconds: 2 });
-  const container: Obj = {
+  if (adminToken) env.push({ name: 'AGENTS_CHAIN_ADMIN_TOKEN', ...secret(adminToken, 'token') });
+  if (redis) env.push({ name: 'AGENTS_CHAIN_REDIS_URL', ...secret(redis, 'url') });
+  if (Object.keys(probes).length) env.push({ name: 'AGENTS_CHAIN_APP_PROBES', value: JSON.stringify(probes) });
+  const probe = (path: string, period: number): Obj => ({ httpGet: { path, port: inj.adminPort }, periodSeconds: period, timeoutSeconds: 2 });
+  const resources = structuredClone(defaults.resources) as { requests?: Obj; limits?: Obj };
+  if (a[ANNOTATION.cpuRequest]) (resources.requests ??= {}).cpu = a[ANNOTATION.cpuRequest];
+  if (a[ANNOTATION.memoryRequest]) (resources.requests ??= {}).memory = a[ANNOTATION.memoryRequest];
+  if (a[ANNOTATION.memoryLimit]) (resources.limits ??= {}).memory = a[ANNOTATION.memoryLimit];
+  return {
     name: CONTAINER,
     image: defaults.image,
+    ...(defaults.imagePullPolicy ? { imagePullPolicy: defaults.imagePullPolicy } : {}),
     args,
-    ...(env.length ? { env } : {}),
-    ports: [{ name: 'agents-chain', containerPort: listen, protocol: 'TCP' }, { name: 'ac-admin', containerPort: admin, protocol: 'TCP' }],
+    env,
+    ports: [
+      { name: inj.portName ?? 'agents-chain', containerPort: inj.port, protocol: 'TCP' },
+      { name: 'ac-admin', containerPort: inj.adminPort, protocol: 'TCP' },
+    ],
     readinessProbe: probe('/readyz', 5),
     livenessProbe: probe('/healthz', 10),
     startupProbe: { ...probe('/healthz', 1), failureThreshold: 30 },
-    resources: defaults.resources ?? { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
-    securityContext: {
-      runAsNonRoot: true, runAsUser: SIDECAR_UID, runAsGroup: SIDECAR_UID, readOnlyRootFilesystem: true,
-      allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' },
-    },
+    resources,
+    securityContext: { runAsNonRoot: true, runAsUser: SIDECAR_UID, runAsGroup: SIDECAR_UID, capabilities: { drop: ['ALL'] }, ...hardened },
     volumeMounts: [
       { name: 'agents-chain-policy', mountPath: POLICY_DIR, readOnly: true },
       { name: 'agents-chain-spool', mountPath: SPOOL_DIR },
       { name: 'agents-chain-tmp', mountPath: '/tmp' },
     ],
   };
-  const volumes: Obj[] = [
+}
+
+/**
+ * The init container that redirects inbound TCP into the sidecar (like istio-init). It alone has
+ * NET_ADMIN/NET_RAW, as root; it exits before any other container starts.
+ */
+function captureContainer(defaults: InjectDefaults, inj: Injection, excluded: number[]): Obj {
+  return {
+    name: CAPTURE_CONTAINER,
+    image: defaults.image,
+    ...(defaults.imagePullPolicy ? { imagePullPolicy: defaults.imagePullPolicy } : {}),
+    args: ['capture', '--redirect-to', String(inj.port), '--exclude-ports', [...new Set([inj.port, inj.adminPort, ...excluded])].join(',')],
+    resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } },
+    securityContext: { runAsNonRoot: false, runAsUser: 0, runAsGroup: 0, privileged: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] }, ...hardened },
+    // iptables takes its lock under /run; the root filesystem stays read-only.
+    volumeMounts: [{ name: 'agents-chain-tmp', mountPath: '/run' }],
+  };
+}
+
+function volumes(policy: string): Obj[] {
+  return [
     { name: 'agents-chain-policy', configMap: { name: policy } },
     { name: 'agents-chain-spool', emptyDir: { sizeLimit: '1Gi' } },
     { name: 'agents-chain-tmp', emptyDir: { sizeLimit: '64Mi' } },
   ];
-  const native = a[ANNOTATION.nativeSidecar] !== undefined ? a[ANNOTATION.nativeSidecar] === 'true' : defaults.nativeSidecar === true;
-  const next: PodTemplate = structuredClone(input);
-  const s = (next.spec ??= {});
-  if (native) s.initContainers = [{ ...container, restartPolicy: 'Always' }, ...(s.initContainers ?? [])];
-  else s.containers = [...(s.containers ?? []), container];
-  s.volumes = [...(s.volumes ?? []).filter((v) => !String(v.name).startsWith('agents-chain-')), ...volumes];
-  return { injected: true, template: next };
-}
-
-/** Where a workload keeps its pod template. */
-export function podTemplateOf(doc: Obj): PodTemplate | undefined {
-  const kind = doc.kind;
-  const spec = doc.spec as Obj | undefined;
-  if (kind === 'Pod') return doc as PodTemplate;
-  if (['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'ReplicationController'].includes(String(kind))) return spec?.template as PodTemplate | undefined;
-  if (kind === 'CronJob') return ((spec?.jobTemplate as Obj | undefined)?.spec as Obj | undefined)?.template as PodTemplate | undefined;
-  return undefined;
-}
-
-/** Injects into one Kubernetes object (a List's items too); returns the object unchanged when nothing applies. */
-export function injectObject(doc: Obj, defaults: InjectDefaults): { doc: Obj; injected: number; skipped: string[] } {
-  if (doc.kind === 'List' && Array.isArray(doc.items)) {
-    let injected = 0;
-    const skipped: string[] = [];
-    const items = (doc.items as Obj[]).map((item) => {
-      const r = injectObject(item, defaults);
-      injected += r.injected;
-      skipped.push(...r.skipped);
-      return r.doc;
-    });
-    return { doc: { ...doc, items }, injected, skipped };
-  }
-  const template = podTemplateOf(doc);
-  if (!template) return { doc, injected: 0, skipped: [] };
-  const r = injectPodTemplate(template, defaults);
-  const name = `${String(doc.kind)}/${String((doc.metadata as Obj | undefined)?.name ?? '?')}`;
-  const wanted = template.metadata?.annotations?.[ANNOTATION.inject] === 'true' && r.injected === false && r.reason !== 'already injected';
-  if (!r.injected) return { doc, injected: 0, skipped: wanted ? [`${name}: ${r.reason}`] : [] };
-  const copy = structuredClone(doc);
-  const target = podTemplateOf(copy)!;
-  target.spec = r.template.spec;
-  return { doc: copy, injected: 1, skipped: [] };
 }

@@ -1,43 +1,52 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { injectPodTemplate, type InjectDefaults, type PodTemplate } from './inject.js';
+import { injectPodTemplate, type InjectDefaults, type InjectResult, type PodTemplate } from './inject.js';
 
 const MAX_REVIEW_BYTES = 3 * 1024 * 1024;
 
-/** An RFC 6902 operation; the webhook only ever adds or replaces whole arrays of the pod spec. */
+/** An RFC 6902 operation; the webhook only ever adds or replaces whole fields of the pod. */
 export interface PatchOp {
   op: 'add' | 'replace';
   path: string;
   value: unknown;
 }
 
-/**
- * The JSONPatch that turns `pod` into the injected pod: containers,
- * initContainers and volumes, each added or replaced as a whole. Pure.
- */
-export function injectionPatch(pod: PodTemplate, defaults: InjectDefaults): { patch: PatchOp[]; reason?: string } {
-  const r = injectPodTemplate(pod, defaults);
-  if (!r.injected) return { patch: [], reason: r.reason };
-  const before = pod.spec ?? {};
-  const after = r.template.spec!;
+/** The JSONPatch from `pod` to `next`: the spec fields injection writes and the pod's annotations, each as a whole. Pure. */
+export function patchBetween(pod: PodTemplate, next: PodTemplate): PatchOp[] {
   const patch: PatchOp[] = [];
-  for (const field of ['initContainers', 'containers', 'volumes'] as const) {
+  const before = pod.spec ?? {};
+  const after = next.spec ?? {};
+  for (const field of ['initContainers', 'containers', 'volumes', 'terminationGracePeriodSeconds'] as const) {
     if (JSON.stringify(before[field]) === JSON.stringify(after[field])) continue;
     patch.push({ op: before[field] === undefined ? 'add' : 'replace', path: `/spec/${field}`, value: after[field] });
   }
-  return { patch };
+  const was = pod.metadata?.annotations;
+  const now = next.metadata?.annotations;
+  if (JSON.stringify(was) !== JSON.stringify(now)) {
+    if (pod.metadata === undefined) patch.push({ op: 'add', path: '/metadata', value: { annotations: now } });
+    else patch.push({ op: was === undefined ? 'add' : 'replace', path: '/metadata/annotations', value: now });
+  }
+  return patch;
+}
+
+/** The injection decision for one pod and the patch that applies it. */
+export function injectionPatch(pod: PodTemplate, defaults: InjectDefaults): { result: InjectResult; patch: PatchOp[] } {
+  const result = injectPodTemplate(pod, defaults, { kind: 'Pod' });
+  const patch = result.outcome === 'injected' || result.outcome === 'unprotected' ? patchBetween(pod, result.template) : [];
+  return { result, patch };
 }
 
 interface AdmissionReview {
   apiVersion?: string;
   kind?: string;
-  request?: { uid?: string; kind?: { kind?: string }; object?: PodTemplate; dryRun?: boolean };
+  request?: { uid?: string; kind?: { kind?: string }; namespace?: string; object?: PodTemplate; dryRun?: boolean };
 }
 
 /**
  * POST /mutate: a mutating admission webhook (AdmissionReview v1). Pods with
- * the inject annotation get the sidecar as a JSONPatch; everything else is
- * allowed unchanged. Never denies: whether a broken webhook blocks pods is
- * the MutatingWebhookConfiguration's failurePolicy.
+ * the inject annotation get the sidecar as a JSONPatch; a pod that asks for
+ * the sidecar and cannot get it is denied with the reasons (the rollout
+ * stops and says why), unless it opted into running unprotected, which is
+ * admitted with a warning and marked on the pod. Other pods pass unchanged.
  */
 export function webhookHandler(defaults: InjectDefaults, log: (msg: string, fields: Record<string, unknown>) => void) {
   return (req: IncomingMessage, res: ServerResponse): void => {
@@ -65,13 +74,20 @@ export function webhookHandler(defaults: InjectDefaults, log: (msg: string, fiel
         const uid = review?.request?.uid;
         if (review?.kind !== 'AdmissionReview' || typeof uid !== 'string') return fail(400, 'an AdmissionReview v1 with request.uid is required');
         const pod = review.request?.kind?.kind === 'Pod' ? review.request.object : undefined;
-        const { patch, reason } = pod ? injectionPatch(pod, defaults) : { patch: [], reason: 'not a Pod' };
-        const name = (pod?.metadata as { name?: string; generateName?: string } | undefined);
-        log(patch.length ? 'sidecar injected' : 'pod not injected', { uid, pod: name?.name ?? name?.generateName, ...(reason ? { reason } : {}) });
+        const { result, patch } = pod ? injectionPatch(pod, defaults) : { result: { outcome: 'not-requested' } as InjectResult, patch: [] };
+        const meta = pod?.metadata as { name?: string; generateName?: string } | undefined;
+        const who = { uid, namespace: review.request?.namespace, pod: meta?.name ?? meta?.generateName };
+        const warnings: string[] = [];
+        if (result.outcome === 'injected') warnings.push(...result.warnings.map((w) => `agents-chain: ${w}`));
+        if (result.outcome === 'unprotected') warnings.push(`agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${result.reasons.join('; ')}`);
+        if (result.outcome === 'refused') log('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
+        else log(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
         const response = {
           uid,
-          allowed: true,
+          allowed: result.outcome !== 'refused',
+          ...(result.outcome === 'refused' ? { status: { code: 403, reason: 'Forbidden', message: `agents-chain: the pod asks for the sidecar (agents-chain.io/inject: "true") and cannot get it: ${result.reasons.join('; ')}` } } : {}),
           ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
+          ...(warnings.length ? { warnings } : {}),
         };
         const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response });
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);

@@ -1,4 +1,7 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { requireBuild, runCli } from '../support/cli.js';
@@ -6,33 +9,76 @@ import { validateObject } from '../support/kubernetes.js';
 
 const FIXTURE = readFileSync(new URL('../fixtures/kubernetes/workloads.yaml', import.meta.url), 'utf8');
 
-const inject = (input: string) => runCli(['inject', '--image', 'registry.example.com/agents-chain:0.1.0'], {}, input);
+const inject = (input: string, ...extra: string[]) => runCli(['inject', '--image', 'registry.example.com/agents-chain:0.1.0', ...extra], {}, input);
+const toJS = (text: string) => parseAllDocuments(text).map((d) => (d as { toJS(): Record<string, any> }).toJS());
 
 describe('agents-chain inject (a Helm post-renderer)', () => {
   it('injects the annotated workloads of a multi-document file; the rest is written out unchanged; twice changes nothing', async () => {
     requireBuild();
     const first = await inject(FIXTURE);
-    expect(first.code).toBe(0);
     expect(first.stderr).toContain('4 pod templates injected');
-    const docs = parseAllDocuments(first.stdout).map((d) => (d as { toJS(): Record<string, any> }).toJS());
+    expect(first.code).toBe(0);
+    const docs = toJS(first.stdout);
     expect(docs.map((d) => d.kind)).toEqual(['ConfigMap', 'Deployment', 'StatefulSet', 'Job', 'CronJob', 'Pod', 'Service']);
     for (const d of docs) validateObject(d);
     const images = (d: Record<string, any>) => JSON.stringify(d).match(/registry\.example\.com\/agents-chain:0\.1\.0/g)?.length ?? 0;
-    expect(docs.map(images)).toEqual([0, 1, 1, 1, 1, 0, 0]);
+    // Sidecar + capture init container in iptables mode; the sidecar alone in port mode (the CronJob).
+    expect(docs.map(images)).toEqual([0, 2, 2, 2, 1, 0, 0]);
+    // A Deployment of 3 replicas without a shared Redis: a warning, not a refusal.
+    expect(first.stderr).toMatch(/warning: Deployment\/billing: 3 replicas without agents-chain.io\/redis-secret/);
     // Untouched documents keep their content and comments (the yaml library normalises spacing).
-    expect(first.stdout).toContain('# agents reach the sidecar, never the app directly');
+    expect(first.stdout).toContain('# unchanged: in iptables mode the app\'s port lands in the sidecar');
     expect(first.stdout).toContain("# A service's manifests as a chart renders them");
     const second = await inject(first.stdout);
     expect(second.stderr).toContain('0 pod templates injected');
     expect(second.stdout).toBe(first.stdout);
   });
 
-  it('says which annotated workloads it could not inject, and refuses YAML it cannot parse', async () => {
+  it.each([
+    ['without a policy', (s: string) => s.replace('        agents-chain.io/policy: billing-policy\n', ''), /cannot inject Deployment\/billing: agents-chain.io\/policy \(the policy ConfigMap's name\) is required/],
+    ['with a bad port', (s: string) => s.replace('agents-chain.io/upstream-port: "3000"', 'agents-chain.io/upstream-port: "70000"'), /cannot inject Deployment\/billing: agents-chain.io\/upstream-port must be a port number/],
+    ['with a port clash', (s: string) => s.replace('{ name: http, containerPort: 3000 }', '{ name: http, containerPort: 3000 }\n            - { name: other, containerPort: 17480 }'), /cannot inject Deployment\/billing: port 17480 of container app is also the sidecar's/],
+  ])('fails closed on an annotated pod %s: exit 1, the object and the reason, nothing on stdout', async (_what, edit, reason) => {
     requireBuild();
-    const missing = FIXTURE.replace('        agents-chain.io/policy: billing-policy\n', '');
-    const r = await inject(missing);
+    const r = await inject(edit(FIXTURE));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(reason);
+    expect(r.stdout).toBe('');
+  });
+
+  it('passes a pod that opts into running unprotected, marked and warned about', async () => {
+    requireBuild();
+    const text = FIXTURE.replace('        agents-chain.io/policy: billing-policy\n', '        agents-chain.io/allow-unprotected: "true"\n');
+    const r = await inject(text);
     expect(r.code).toBe(0);
-    expect(r.stderr).toContain('not injected: Deployment/billing: agents-chain.io/policy (the policy ConfigMap\'s name) is required');
+    expect(r.stderr).toMatch(/warning: Deployment\/billing: runs WITHOUT the sidecar/);
+    const billing = toJS(r.stdout).find((d) => d.metadata.name === 'billing')!;
+    expect(JSON.parse(billing.spec.template.metadata.annotations['agents-chain.io/status'])).toMatchObject({ injected: false, unprotected: true });
+    expect(billing.spec.template.spec.containers.map((c: { name: string }) => c.name)).toEqual(['app', 'log-shipper']);
+  });
+
+  it('reads the injection defaults file (the chart\'s ConfigMap), and names file, line and key when it is wrong', async () => {
+    requireBuild();
+    const dir = await mkdtemp(join(tmpdir(), 'agents-chain-inject-'));
+    const good = join(dir, 'defaults.yaml');
+    await writeFile(good, 'image: registry.example.com/agents-chain:9.9.9\ncaptureMode: port\nport: 18480\nadminPort: 18490\nlogLevel: warn\n');
+    const pod = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations: { agents-chain.io/inject: "true", agents-chain.io/policy: web-policy }\nspec:\n  containers:\n    - { name: app, image: web, ports: [{ name: http, containerPort: 8080 }] }\n';
+    const r = await runCli(['inject', '--defaults', good], {}, pod);
+    expect(r.code).toBe(0);
+    const [out] = toJS(r.stdout);
+    const sidecar = out!.spec.containers.find((c: { name: string }) => c.name === 'agents-chain');
+    expect(sidecar.image).toBe('registry.example.com/agents-chain:9.9.9');
+    expect(sidecar.ports[0]).toEqual({ name: 'http', containerPort: 18480, protocol: 'TCP' });
+    expect(sidecar.env[0]).toEqual({ name: 'AGENTS_CHAIN_LOG_LEVEL', value: 'warn' });
+    const bad = join(dir, 'bad.yaml');
+    await writeFile(bad, 'image: x\ncaptureMode: ebpf\n');
+    const e = await runCli(['inject', '--defaults', bad], {}, pod);
+    expect(e.code).toBe(1);
+    expect(e.stderr).toContain(`${bad}:2:14: captureMode must be iptables or port`);
+  });
+
+  it('refuses YAML it cannot parse, naming line and column', async () => {
+    requireBuild();
     const broken = await inject('kind: Deployment\nspec: [unclosed\n');
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/stdin:\d+:\d+:/);

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { INJECT_DEFAULTS } from '../../src/kubernetes/defaults.js';
 import { injectPodTemplate } from '../../src/kubernetes/inject.js';
 import { requireBuild, startCli } from '../support/cli.js';
 import { validateObject } from '../support/kubernetes.js';
@@ -15,23 +16,24 @@ function pod(annotations: Record<string, string>) {
   return {
     apiVersion: 'v1', kind: 'Pod',
     metadata: { generateName: 'billing-7d9f-', namespace: 'billing', labels: { app: 'billing' }, annotations },
-    spec: { containers: [{ name: 'app', image: 'registry.example.com/billing:1.4.2', ports: [{ containerPort: 3000 }] }] },
+    spec: { containers: [{ name: 'app', image: 'registry.example.com/billing:1.4.2', ports: [{ name: 'http', containerPort: 3000 }] }] },
   };
 }
 
-/** RFC 6902 add/replace of top-level spec fields: all the webhook emits. */
+/** RFC 6902 add/replace of top-level spec and metadata fields: all the webhook emits. */
 function applyPatch(doc: Record<string, any>, ops: { op: string; path: string; value: unknown }[]) {
   const out = structuredClone(doc);
   for (const o of ops) {
     const [, root, field] = o.path.split('/');
     expect(['add', 'replace']).toContain(o.op);
+    expect(['spec', 'metadata']).toContain(root);
     out[root!][field!] = o.value;
   }
   return out;
 }
 
 describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTPS)', () => {
-  it('patches an annotated pod exactly as the injector does, and allows others untouched', async () => {
+  it('patches an annotated pod exactly as the injector does, denies one that cannot be injected, and allows others untouched', async () => {
     requireBuild();
     const dir = await mkdtemp(join(tmpdir(), 'agents-chain-webhook-'));
     const cert = join(dir, 'tls.crt');
@@ -46,7 +48,7 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
         method: 'POST', dispatcher: tls, headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } }),
       });
-      return { status: r.statusCode, json: await r.body.json() as { apiVersion: string; kind: string; response: { uid: string; allowed: boolean; patchType?: string; patch?: string } } };
+      return { status: r.statusCode, json: await r.body.json() as { apiVersion: string; kind: string; response: { uid: string; allowed: boolean; patchType?: string; patch?: string; warnings?: string[]; status?: { code: number; message: string } } } };
     };
     try {
       const annotated = pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'billing-policy', 'agents-chain.io/upstream-port': '3000' });
@@ -55,9 +57,11 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       expect(r.json).toMatchObject({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-1', allowed: true, patchType: 'JSONPatch' } });
       const ops = JSON.parse(Buffer.from(r.json.response.patch!, 'base64').toString()) as { op: string; path: string; value: unknown }[];
       const patched = applyPatch(annotated, ops);
-      const expected = injectPodTemplate(annotated, { image: IMAGE });
-      expect(expected.injected).toBe(true);
-      expect(patched.spec).toEqual((expected as { template: { spec: unknown } }).template.spec);
+      const expected = injectPodTemplate(annotated, { ...INJECT_DEFAULTS, image: IMAGE }, { kind: 'Pod' });
+      if (expected.outcome !== 'injected') throw new Error(expected.outcome);
+      expect(patched.spec).toEqual(expected.template.spec);
+      expect(patched.metadata.annotations).toEqual(expected.template.metadata!.annotations);
+      expect(patched.metadata.annotations['agents-chain.io/status']).toContain('"capture":"iptables"');
       validateObject(patched);
 
       const plain = await review(pod({}), 'uid-2');
@@ -65,10 +69,27 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       // An already injected pod (a re-admission) is not patched again.
       const again = await review(patched, 'uid-3');
       expect(again.json.response).toEqual({ uid: 'uid-3', allowed: true });
-      // A malformed pod does not take the webhook down: allowed unchanged, and the next review still works.
+      // A pod that asks for the sidecar and cannot get it is denied, with the reasons: the rollout stops and says why.
+      for (const [uid, annotations, reason] of [
+        ['uid-4', { 'agents-chain.io/inject': 'true' }, /agents-chain.io\/policy .* is required/],
+        ['uid-5', { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'p', 'agents-chain.io/port': 'http' }, /agents-chain.io\/port must be a port number/],
+        ['uid-6', { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'p', 'agents-chain.io/admin-port': '3000' }, /port 3000 of container app is also the sidecar's/],
+      ] as const) {
+        const denied = await review(pod(annotations), uid);
+        expect(denied.status).toBe(200);
+        expect(denied.json.response).toMatchObject({ uid, allowed: false, status: { code: 403 } });
+        expect(denied.json.response.status!.message).toMatch(reason);
+        expect(denied.json.response.patch).toBeUndefined();
+      }
       const malformed = { ...annotated, spec: { containers: {} } };
-      expect((await review(malformed, 'uid-4')).json.response).toEqual({ uid: 'uid-4', allowed: true });
-      expect((await review(pod({}), 'uid-5')).json.response).toEqual({ uid: 'uid-5', allowed: true });
+      expect((await review(malformed, 'uid-7')).json.response).toMatchObject({ uid: 'uid-7', allowed: false });
+      // ...unless the pod opts into running unprotected: admitted with a warning, and marked.
+      const optIn = await review(pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/allow-unprotected': 'true' }), 'uid-8');
+      expect(optIn.json.response).toMatchObject({ uid: 'uid-8', allowed: true, patchType: 'JSONPatch' });
+      expect(optIn.json.response.warnings!.join()).toMatch(/runs WITHOUT the sidecar/);
+      const marked = applyPatch(pod({}), JSON.parse(Buffer.from(optIn.json.response.patch!, 'base64').toString()));
+      expect(JSON.parse(marked.metadata.annotations['agents-chain.io/status'])).toMatchObject({ injected: false, unprotected: true });
+      expect((await review(pod({}), 'uid-9')).json.response).toEqual({ uid: 'uid-9', allowed: true });
       const bad = await request(`${url}/mutate`, { method: 'POST', dispatcher: tls, body: '{"kind":"NotAReview"}' });
       expect(bad.statusCode).toBe(400);
       await bad.body.text();
