@@ -36,7 +36,7 @@ export async function webhookCommand(argv: string[]): Promise<number> {
   const key = await readFile(required(v['tls-key'] ?? env.AGENTS_CHAIN_TLS_KEY, '--tls-key', USAGE));
   const log = createLogger();
   const defaults = injectDefaultsFrom(v, env);
-  const server = createServer({ cert, key, minVersion: 'TLSv1.2' }, webhookHandler(defaults, (msg, fields) => log.info(msg, fields)));
+  const server = createServer({ cert, key, minVersion: 'TLSv1.2' }, webhookHandler(defaults, { info: (msg, fields) => log.info(msg, fields), warn: (msg, fields) => log.warn(msg, fields) }));
   const at = parseHostPort(v.listen ?? '0.0.0.0:8443', '--listen');
   await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(at.port, at.host, resolve); });
   const addr = server.address() as { address: string; port: number };

@@ -48,7 +48,9 @@ interface AdmissionReview {
  * stops and says why), unless it opted into running unprotected, which is
  * admitted with a warning and marked on the pod. Other pods pass unchanged.
  */
-export function webhookHandler(defaults: InjectDefaults, log: (msg: string, fields: Record<string, unknown>) => void) {
+type Log = (msg: string, fields: Record<string, unknown>) => void;
+
+export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn: Log }) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'GET' && (path === '/healthz' || path === '/readyz')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
@@ -80,8 +82,8 @@ export function webhookHandler(defaults: InjectDefaults, log: (msg: string, fiel
         const warnings: string[] = [];
         if (result.outcome === 'injected') warnings.push(...result.warnings.map((w) => `agents-chain: ${w}`));
         if (result.outcome === 'unprotected') warnings.push(`agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${result.reasons.join('; ')}`);
-        if (result.outcome === 'refused') log('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
-        else log(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
+        if (result.outcome === 'refused') log.warn('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
+        else (result.outcome === 'unprotected' ? log.warn : log.info)(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
         const response = {
           uid,
           allowed: result.outcome !== 'refused',
@@ -93,7 +95,7 @@ export function webhookHandler(defaults: InjectDefaults, log: (msg: string, fiel
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
       } catch (err) {
         // A malformed object must not take the webhook down (and with it every pod creation under failurePolicy: Fail).
-        log('admission review refused', { error: (err as Error).message });
+        log.warn('admission review refused', { error: (err as Error).message });
         fail(400, `not a usable AdmissionReview: ${(err as Error).message}`);
       }
     });
