@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ANNOTATION, CONTAINER } from './annotations.js';
 import { injectPodTemplate, type InjectDefaults, type InjectResult, type PodTemplate } from './inject.js';
 
 const MAX_REVIEW_BYTES = 3 * 1024 * 1024;
@@ -35,6 +36,22 @@ export function injectionPatch(pod: PodTemplate, defaults: InjectDefaults): { re
   return { result, patch };
 }
 
+/**
+ * The guard (POST /validate, a validating webhook over every namespace the injection webhook does not
+ * watch, and after every mutation): a pod that asks for the sidecar must have it. It catches an
+ * annotated pod in a namespace without the injection label, which the mutating webhook never sees.
+ */
+export function guardDecision(pod: PodTemplate): { allowed: boolean; message?: string; warning?: string } {
+  const a = pod.metadata?.annotations ?? {};
+  if (a[ANNOTATION.inject] === undefined || a[ANNOTATION.inject] === 'false') return { allowed: true };
+  const spec = pod.spec ?? {};
+  const all = [...(Array.isArray(spec.containers) ? spec.containers : []), ...(Array.isArray(spec.initContainers) ? spec.initContainers : [])];
+  if (all.some((c) => c?.name === CONTAINER)) return { allowed: true };
+  const why = `the pod asks for the sidecar (${ANNOTATION.inject}: "${a[ANNOTATION.inject]}") and has none: its namespace is not watched by the agents-chain injection webhook (label it agents-chain.io/injection=enabled), or injection did not run`;
+  if (a[ANNOTATION.allowUnprotected] === 'true') return { allowed: true, warning: `agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${why}` };
+  return { allowed: false, message: `agents-chain: ${why}` };
+}
+
 interface AdmissionReview {
   apiVersion?: string;
   kind?: string;
@@ -47,14 +64,35 @@ interface AdmissionReview {
  * the sidecar and cannot get it is denied with the reasons (the rollout
  * stops and says why), unless it opted into running unprotected, which is
  * admitted with a warning and marked on the pod. Other pods pass unchanged.
+ * POST /validate: the guard (guardDecision).
  */
 type Log = (msg: string, fields: Record<string, unknown>) => void;
 
 export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn: Log }) {
+  const mutate = (uid: string, pod: PodTemplate | undefined, who: Record<string, unknown>): Record<string, unknown> => {
+    const { result, patch } = pod ? injectionPatch(pod, defaults) : { result: { outcome: 'not-requested' } as InjectResult, patch: [] };
+    const warnings: string[] = [];
+    if (result.outcome === 'injected') warnings.push(...result.warnings.map((w) => `agents-chain: ${w}`));
+    if (result.outcome === 'unprotected') warnings.push(`agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${result.reasons.join('; ')}`);
+    if (result.outcome === 'refused') log.warn('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
+    else (result.outcome === 'unprotected' ? log.warn : log.info)(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
+    return {
+      uid,
+      allowed: result.outcome !== 'refused',
+      ...(result.outcome === 'refused' ? { status: { code: 403, reason: 'Forbidden', message: `agents-chain: the pod asks for the sidecar (agents-chain.io/inject: "true") and cannot get it: ${result.reasons.join('; ')}` } } : {}),
+      ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
+      ...(warnings.length ? { warnings } : {}),
+    };
+  };
+  const guard = (uid: string, pod: PodTemplate | undefined, who: Record<string, unknown>): Record<string, unknown> => {
+    const d = pod ? guardDecision(pod) : { allowed: true };
+    if (!d.allowed) log.warn('pod refused: it asks for the sidecar and was not injected', { ...who, reason: d.message });
+    return { uid, allowed: d.allowed, ...(d.message ? { status: { code: 403, reason: 'Forbidden', message: d.message } } : {}), ...(d.warning ? { warnings: [d.warning] } : {}) };
+  };
   return (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'GET' && (path === '/healthz' || path === '/readyz')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
-    if (req.method !== 'POST' || path !== '/mutate') return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}');
+    if (req.method !== 'POST' || (path !== '/mutate' && path !== '/validate')) return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}');
     const chunks: Buffer[] = [];
     let size = 0;
     const fail = (status: number, message: string): void => {
@@ -76,21 +114,9 @@ export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn:
         const uid = review?.request?.uid;
         if (review?.kind !== 'AdmissionReview' || typeof uid !== 'string') return fail(400, 'an AdmissionReview v1 with request.uid is required');
         const pod = review.request?.kind?.kind === 'Pod' ? review.request.object : undefined;
-        const { result, patch } = pod ? injectionPatch(pod, defaults) : { result: { outcome: 'not-requested' } as InjectResult, patch: [] };
         const meta = pod?.metadata as { name?: string; generateName?: string } | undefined;
         const who = { uid, namespace: review.request?.namespace, pod: meta?.name ?? meta?.generateName };
-        const warnings: string[] = [];
-        if (result.outcome === 'injected') warnings.push(...result.warnings.map((w) => `agents-chain: ${w}`));
-        if (result.outcome === 'unprotected') warnings.push(`agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${result.reasons.join('; ')}`);
-        if (result.outcome === 'refused') log.warn('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
-        else (result.outcome === 'unprotected' ? log.warn : log.info)(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
-        const response = {
-          uid,
-          allowed: result.outcome !== 'refused',
-          ...(result.outcome === 'refused' ? { status: { code: 403, reason: 'Forbidden', message: `agents-chain: the pod asks for the sidecar (agents-chain.io/inject: "true") and cannot get it: ${result.reasons.join('; ')}` } } : {}),
-          ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
-          ...(warnings.length ? { warnings } : {}),
-        };
+        const response = path === '/validate' ? guard(uid, pod, who) : mutate(uid, pod, who);
         const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response });
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
       } catch (err) {

@@ -43,8 +43,8 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
     const wh = await startCli(['webhook', '--tls-cert', cert, '--tls-key', key, '--listen', '127.0.0.1:0', '--image', IMAGE], /webhook listening/);
     const url = (JSON.parse(wh.line) as { listen: string }).listen;
     const tls = new Agent({ connect: { ca: await readFile(cert) } });
-    const review = async (object: unknown, uid: string) => {
-      const r = await request(`${url}/mutate`, {
+    const review = async (object: unknown, uid: string, path = '/mutate') => {
+      const r = await request(`${url}${path}`, {
         method: 'POST', dispatcher: tls, headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } }),
       });
@@ -90,6 +90,15 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       const marked = applyPatch(pod({}), JSON.parse(Buffer.from(optIn.json.response.patch!, 'base64').toString()));
       expect(JSON.parse(marked.metadata.annotations['agents-chain.io/status'])).toMatchObject({ injected: false, unprotected: true });
       expect((await review(pod({}), 'uid-9')).json.response).toEqual({ uid: 'uid-9', allowed: true });
+
+      // The guard (a validating webhook over the namespaces the injector does not watch): an annotated pod without the sidecar is refused.
+      const guarded = await review(annotated, 'uid-10', '/validate');
+      expect(guarded.json.response).toMatchObject({ uid: 'uid-10', allowed: false, status: { code: 403 } });
+      expect(guarded.json.response.status!.message).toMatch(/not watched by the agents-chain injection webhook \(label it agents-chain.io\/injection=enabled\)/);
+      expect((await review(patched, 'uid-11', '/validate')).json.response).toEqual({ uid: 'uid-11', allowed: true });
+      expect((await review(pod({}), 'uid-12', '/validate')).json.response).toEqual({ uid: 'uid-12', allowed: true });
+      const openly = await review(pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/allow-unprotected': 'true' }), 'uid-13', '/validate');
+      expect(openly.json.response).toMatchObject({ uid: 'uid-13', allowed: true, warnings: [expect.stringMatching(/WITHOUT the sidecar/)] });
       const bad = await request(`${url}/mutate`, { method: 'POST', dispatcher: tls, body: '{"kind":"NotAReview"}' });
       expect(bad.statusCode).toBe(400);
       await bad.body.text();
