@@ -149,7 +149,7 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
     if (capture === 'iptables') s.initContainers = [captureContainer(defaults, injection, excluded), ...nextInits];
   }
   s.volumes = [...list(s.volumes).filter((v) => !String(v.name).startsWith('agents-chain-')), ...volumes(policy!)];
-  const grace = defaults.drainDelaySeconds + SHUTDOWN_GRACE_SECONDS + AUDIT_DRAIN_SECONDS + 5;
+  const grace = drainDelaySeconds(defaults, injection) + SHUTDOWN_GRACE_SECONDS + AUDIT_DRAIN_SECONDS + 5;
   const current = typeof s.terminationGracePeriodSeconds === 'number' ? s.terminationGracePeriodSeconds : 30;
   if (current < grace) s.terminationGracePeriodSeconds = grace;
   const meta = (next.metadata ??= {});
@@ -159,6 +159,15 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
     ...(meta.annotations?.[DEFAULT_CONTAINER] ? {} : { [DEFAULT_CONTAINER]: app.container }),
   };
   return { outcome: 'injected', template: next, injection, warnings };
+}
+
+/**
+ * A native sidecar gets SIGTERM only after the app has exited: keeping its listener open then would only
+ * answer 502 instead of refusing, and hold a Job's pod longer. A regular sidecar stops with the app, and
+ * keeps accepting while the endpoint removal reaches every client.
+ */
+function drainDelaySeconds(defaults: InjectDefaults, inj: Injection): number {
+  return inj.native ? 0 : defaults.drainDelaySeconds;
 }
 
 function sidecarPort(value: string | undefined, fallback: number, name: string, reasons: string[]): number {
@@ -183,7 +192,7 @@ function sidecarContainer(a: Record<string, string>, defaults: InjectDefaults, i
   const args = ['serve', '--policy', `${POLICY_DIR}/policy.yaml`, '--upstream', `http://127.0.0.1:${inj.app.number}`, '--listen', `0.0.0.0:${inj.port}`, '--admin', `0.0.0.0:${inj.adminPort}`];
   const env: Obj[] = [
     { name: 'AGENTS_CHAIN_LOG_LEVEL', value: logLevel },
-    { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: String(defaults.drainDelaySeconds * 1000) },
+    { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: String(drainDelaySeconds(defaults, inj) * 1000) },
   ];
   const secret = (name: string, key: string) => ({ valueFrom: { secretKeyRef: { name, key } } });
   const auditKey = a[ANNOTATION.auditKeySecret];

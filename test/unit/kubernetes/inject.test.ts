@@ -178,6 +178,9 @@ describe('native sidecars, Jobs and CronJobs', () => {
     const sc = (t.spec!.initContainers as C[]).find((c) => c.name === CONTAINER)!;
     expect(sc.restartPolicy).toBe('Always');
     expect(sc.ports.map((p: C) => p.containerPort)).toEqual([18080, 17490]);
+    // A native sidecar is stopped after the app: no drain delay, so Kubernetes' default 30 s grace covers 15 + 10 + 5.
+    expect(sc.env).toContainEqual({ name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: '0' });
+    expect(t.spec!.terminationGracePeriodSeconds).toBeUndefined();
     expect((t.spec!.containers as C[]).map((c) => c.name)).toEqual(['report']);
     const cron = injectOne(byName('cleanup')).t;
     expect((cron.spec!.initContainers as C[]).map((c) => [c.name, c.restartPolicy])).toEqual([[CONTAINER, 'Always']]); // port mode: no capture container
