@@ -6,5 +6,7 @@ export default defineConfig({
   test: {
     // The shared test Redis gets an intact replay window before any file runs (see the file).
     globalSetup: [fileURLToPath(new URL('./support/global-setup.ts', import.meta.url))],
+    // `serve` children stop at once on SIGTERM unless a test asks for the drain delay (shutdown.test.ts does).
+    env: { AGENTS_CHAIN_DRAIN_DELAY_MS: '0' },
   },
 });

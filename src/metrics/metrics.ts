@@ -1,4 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { DENIAL_STATUS } from '../errors.js';
+import type { Policy } from '../policy/types.js';
 
 /** Seconds: 100 µs (the sidecar's own work) up to 10 s (a slow app). */
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -7,6 +9,47 @@ const DECISION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 216
 
 export type Decision = 'allowed' | 'denied' | 'error';
 export type Resolution = 'approved' | 'denied' | 'expired';
+const DECISIONS: readonly Decision[] = ['allowed', 'denied', 'error'];
+const RESOLUTIONS: readonly Resolution[] = ['approved', 'denied', 'expired'];
+const RESET_CAUSES = ['marker_missing', 'epoch_changed', 'server_changed'] as const;
+/** The capability label of a call that matched no route, and of a public route (call-metrics.ts). */
+export const NO_ROUTE = '(none)';
+export const PUBLIC_ROUTE = '(public)';
+
+/**
+ * Label values a policy makes known before any call, so their series can be
+ * exported at 0 from the first scrape: Prometheus' rate() and increase() need
+ * a sample before the first event, or they never see it (a series born at 1
+ * has no increase).
+ */
+export interface KnownLabels {
+  /** Every capability label a call can carry: the policy's capabilities, the sidecar's endpoints, "(none)", "(public)". */
+  callCapabilities: string[];
+  /** [capability, field] pairs a constraint can be violated on: grants' constraints and hosts' defaults. */
+  constraintFields: [string, string][];
+  /** Capabilities an access request can be made for (none when request_permission is off). */
+  approvalCapabilities: string[];
+}
+
+/** The label values the loaded policy makes known (see KnownLabels). Pure. */
+export function knownLabels(policy: Policy): KnownLabels {
+  const callCapabilities = new Set<string>([NO_ROUTE, ...policy.capabilities.keys()]);
+  for (const route of policy.routes) {
+    if (route.kind === 'public') callCapabilities.add(PUBLIC_ROUTE);
+    else if (route.kind === 'endpoint') callCapabilities.add(route.endpoint);
+  }
+  const fields = new Map<string, [string, string]>();
+  const addFields = (capability: string, constraints: object): void => {
+    for (const field of Object.keys(constraints)) fields.set(`${capability}\u0000${field}`, [capability, field]);
+  };
+  for (const grant of policy.grants.values()) addFields(grant.capability, grant.constraints);
+  for (const host of policy.hosts.values()) for (const [capability, constraints] of host.defaults) addFields(capability, constraints);
+  return {
+    callCapabilities: [...callCapabilities],
+    constraintFields: [...fields.values()],
+    approvalCapabilities: policy.accessRequests ? [...policy.capabilities.keys()] : [],
+  };
+}
 
 /** What the sidecar reports at scrape time (read, not pushed: gauges of current state). */
 export interface MetricsSources {
@@ -100,13 +143,43 @@ export class SidecarMetrics {
     this.policyReloads.inc({ result: 'success' }, 0);
     this.policyReloads.inc({ result: 'failure' }, 0);
     this.replayStoreErrors.inc(0);
-    for (const cause of ['marker_missing', 'epoch_changed', 'server_changed']) this.replayStoreResets.inc({ cause }, 0);
+    for (const cause of RESET_CAUSES) this.replayStoreResets.inc({ cause }, 0);
     this.auditUnaudited.inc(0);
     this.auditDropped.inc(0);
+    for (const outcome of RESOLUTIONS) this.accessRequestDecision.zero({ outcome });
     if (opts.processMetrics !== false) {
       collectDefaultMetrics({ register: r });
       // Gauges named like counters (promtool check metrics flags them); the per-type gauges without _total stay.
       for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) r.removeSingleMetric(name);
+    }
+  }
+
+  /**
+   * Creates at 0 every series whose labels the policy makes known (calls by capability and decision, denials
+   * by capability and every code of the catalogue in errors.ts, constraint fields, access requests by
+   * capability and outcome). Called at start and after each reload: series of a capability a reload added
+   * start at 0; those of a removed one stay (a counter does not go away while the process lives).
+   * Per-agent series are not created: agents registered by hosts are not known ahead, and the per-agent
+   * counter feeds top-k panels, not first-event alerts.
+   */
+  initialise(known: KnownLabels): void {
+    const codes = Object.keys(DENIAL_STATUS);
+    for (const capability of known.callCapabilities) {
+      for (const decision of DECISIONS) this.requests.inc({ capability, decision }, 0);
+      for (const reason of codes) this.denials.inc({ capability, reason }, 0);
+    }
+    for (const [capability, field] of known.constraintFields) this.violations.inc({ capability, field }, 0);
+    for (const capability of known.approvalCapabilities) {
+      this.accessRequestsCreated.inc({ capability }, 0);
+      for (const outcome of RESOLUTIONS) this.accessRequestsResolved.inc({ capability, outcome }, 0);
+    }
+  }
+
+  /** The audit exporters' names are known once the trail is configured: their delivery counters start at 0. */
+  auditExporters(names: readonly string[]): void {
+    for (const exporter of names) {
+      this.auditBatchesExported.inc({ exporter }, 0);
+      this.auditExportFailures.inc({ exporter }, 0);
     }
   }
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnv, type Env } from '../support/fixture.js';
 import { invoice, send } from '../support/http.js';
-import { sample, scrape } from '../support/prom.js';
+import { parseExposition, sample, scrape } from '../support/prom.js';
 import { until } from '../support/until.js';
 
 describe('metrics after a mix of allowed, denied and erroring calls', () => {
@@ -136,6 +136,88 @@ describe('audit delivery metrics', () => {
     } finally {
       await env.close();
       await collector.close();
+    }
+  });
+});
+
+/** Counter series (label sets included) of the sidecar's own families in a scrape, but the opt-in per-agent one. */
+function counterSeries(text: string): string[] {
+  const counters = new Set([...text.matchAll(/^# TYPE (agents_chain_\S+) counter$/gm)].map((m) => m[1]!));
+  counters.delete('agents_chain_agent_requests_total');
+  return [...parseExposition(text).keys()].filter((k) => counters.has(k.slice(0, k.indexOf('{'))));
+}
+
+describe('zero series: the first scrape of a fresh sidecar has every counter series its first events move', () => {
+  it('calls allowed, denied (token, route, constraint) and failing move series that were already there at 0', async () => {
+    const env = await startEnv({ metrics: { processMetrics: false } });
+    env.app.handler = (r, res) => {
+      res.writeHead(r.url.startsWith('/invoices/inv-broken') ? 500 : 200, { 'content-type': 'application/json' });
+      res.end('{}');
+    };
+    try {
+      const fresh = await scrape(env.sidecar.adminUrl);
+      const born = new Set(counterSeries(fresh.text));
+      expect(sample(fresh.samples, 'agents_chain_denials_total', { capability: 'createInvoice', reason: 'constraint_violated' })).toBe(0);
+      expect(fresh.samples.has('agents_chain_denials_total{capability="createInvoice",reason="constraint_violated"}')).toBe(true);
+      const sign = (cap: string) => env.bot.signer.sign(cap);
+      expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
+      expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
+      expect((await send(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
+      expect((await send(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') })).status).toBe(403);
+      expect((await send(env, { path: '/nowhere' })).status).toBe(404);
+      expect((await send(env, { path: '/invoices/inv-broken', token: await sign('getInvoice') })).status).toBe(500);
+      expect((await send(env, { path: '/healthz' })).status).toBe(200);
+      const later = await scrape(env.sidecar.adminUrl);
+      const moved = counterSeries(later.text).filter((k) => later.samples.get(k)! > 0);
+      expect(moved.length).toBeGreaterThan(8);
+      expect(moved.filter((k) => !born.has(k))).toEqual([]);
+    } finally {
+      await env.close();
+    }
+  });
+
+  it('the first expired access request moves agents_chain_access_requests_resolved_total{outcome="expired"} from 0', async () => {
+    const { startApprovalEnv } = await import('../support/approvals.js');
+    const env = await startApprovalEnv({ ttl: '1s' });
+    try {
+      const fresh = await scrape(env.sidecar.adminUrl);
+      expect(fresh.samples.get('agents_chain_access_requests_resolved_total{capability="send_sms",outcome="expired"}')).toBe(0);
+      expect(fresh.samples.get('agents_chain_access_requests_created_total{capability="send_sms"}')).toBe(0);
+      const r = await fetch(`${env.sidecar.url}/agent/request-permission`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json', prefer: 'respond-async' },
+        body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'expiry test' }),
+      });
+      expect(r.status).toBe(202);
+      await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_access_requests_resolved_total', { capability: 'send_sms', outcome: 'expired' }) === 1);
+      const later = await scrape(env.sidecar.adminUrl);
+      const born = new Set(counterSeries(fresh.text));
+      expect(counterSeries(later.text).filter((k) => later.samples.get(k)! > 0 && !born.has(k))).toEqual([]);
+    } finally {
+      await env.close();
+    }
+  });
+
+  it('a reload that adds a capability creates its series at 0 at once', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const { loadPolicyText } = await import('../../src/policy/load.js');
+    const { startSidecar } = await import('../../src/proxy/server.js');
+    const { createLogger } = await import('../../src/log.js');
+    const { startRecorder } = await import('../support/recorder.js');
+    const file = new URL('../../config/examples/sms.yaml', import.meta.url).pathname;
+    const text = await readFile(file, 'utf8');
+    const app = await startRecorder();
+    const sidecar = await startSidecar({ policy: await loadPolicyText(text, file), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: 'a'.repeat(32), env: { SMS_APPROVAL_WEBHOOK_URL: 'http://127.0.0.1:9/unused' }, log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    try {
+      expect((await scrape(sidecar.adminUrl)).samples.has('agents_chain_access_requests_resolved_total{capability="read_message",outcome="expired"}')).toBe(false);
+      expect(await sidecar.reloadPolicy(text.replaceAll('get_message', 'read_message'))).toMatchObject({ ok: true, changed: true });
+      const s = (await scrape(sidecar.adminUrl)).samples;
+      expect(s.get('agents_chain_access_requests_resolved_total{capability="read_message",outcome="expired"}')).toBe(0);
+      expect(s.get('agents_chain_denials_total{capability="read_message",reason="capability_denied"}')).toBe(0);
+      expect(s.get('agents_chain_policy_reloads_total{result="success"}')).toBe(1);
+    } finally {
+      await sidecar.close();
+      await app.close();
     }
   });
 });

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { Agent, request as httpRequest } from 'node:http';
 import { mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,31 @@ import { request } from 'undici';
 import { createAgentSigner } from '../../src/identity/client.js';
 import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
 import { startRecorder } from '../support/recorder.js';
+import { until } from '../support/until.js';
+
+interface Phase { time: string; msg: string; phase?: string }
+
+/** The sidecar's JSON log lines that name a shutdown phase. */
+function phases(output: string): Phase[] {
+  return output.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Phase).filter((l) => l.phase);
+}
+
+interface Exchange { status: number; localPort: number; connection?: string; body: string }
+
+/** One GET on a connection of `agent`'s (agent: false opens a new TCP connection for this call alone). */
+function get(url: string, token: string | undefined, agent: Agent | false): Promise<Exchange> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { agent, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, localPort: req.socket!.localPort!, connection: res.headers.connection, body }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 describe('graceful shutdown', () => {
   it('SIGTERM under load: every call in flight completes, the audit trail drains, exit 0 within the grace period', async () => {
@@ -19,7 +45,8 @@ describe('graceful shutdown', () => {
     app.handler = (_r, res) => void setTimeout(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); }, 500);
     const exported = join(dir, 'audit.jsonl');
     const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
-      '--audit-key-file', keyFile, '--audit-spool', join(dir, 'spool'), '--audit-export', `file:${exported}`, '--shutdown-grace-ms', '4000', '--audit-drain-ms', '2000'], /sidecar listening/);
+      '--audit-key-file', keyFile, '--audit-spool', join(dir, 'spool'), '--audit-export', `file:${exported}`, '--shutdown-grace-ms', '4000', '--audit-drain-ms', '2000',
+      '--drain-delay-ms', '0'], /sidecar listening/); // the grace alone: the rollout test below covers the delay
     const { listen, admin } = JSON.parse(sc.line) as { listen: string; admin: string };
     const bot = await createAgentSigner(JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8')), 'agent-billing-bot');
     try {
@@ -45,6 +72,142 @@ describe('graceful shutdown', () => {
       await app.close();
     }
   }, 20_000);
+
+  it('rollout: SIGTERM while clients keep opening new connections: /readyz is 503 at once, no connection refused and no call failed during the drain delay, then the listener refuses and the process exits 0', async () => {
+    requireBuild();
+    const DELAY = 4000;
+    const app = await startRecorder();
+    // One call the app holds until the test lets it go: it is in flight when the listener stops accepting.
+    let releaseHeld!: () => void;
+    const held = new Promise<void>((r) => (releaseHeld = r));
+    app.handler = (r, res) => {
+      const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); };
+      if (r.url === '/invoices/inv-held') void held.then(answer);
+      else answer();
+    };
+    const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
+      '--drain-delay-ms', String(DELAY), '--shutdown-grace-ms', '10000'], /sidecar listening/);
+    const { listen, admin } = JSON.parse(sc.line) as { listen: string; admin: string };
+    const bot = await createAgentSigner(JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8')), 'agent-billing-bot');
+    const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // A client with a pooled connection from before the rollout.
+      const before = await get(`${listen}/invoices/inv-1`, await bot.sign('getInvoice'), keepAlive);
+      expect(before).toMatchObject({ status: 200, connection: 'keep-alive' });
+
+      // Clients that open a new connection for every call, from before SIGTERM until told to stop.
+      type Result = { startedAt: number; status?: number; localPort?: number; error?: string };
+      const results: Result[] = [];
+      let stopAt = Infinity;
+      const client = async (): Promise<void> => {
+        while (Date.now() < stopAt) {
+          const token = await bot.sign('getInvoice');
+          const r: Result = { startedAt: Date.now() };
+          results.push(r);
+          try {
+            const x = await get(`${listen}/invoices/inv-2`, token, false);
+            r.status = x.status;
+            r.localPort = x.localPort;
+          } catch (err) {
+            r.error = (err as NodeJS.ErrnoException).code ?? String(err);
+          }
+        }
+      };
+      const clients = Array.from({ length: 4 }, client);
+      await until(() => results.filter((r) => r.status === 200).length >= 8);
+
+      sc.child.kill('SIGTERM');
+      await until(() => phases(sc.output()).some((p) => p.phase === 'drain_delay'));
+      // From the moment the sidecar drains, readiness fails (the endpoints controller stops sending)...
+      const ready = await fetch(`${admin}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ status: 'draining', checks: { listeners: 'ok' } });
+      const drainStart = Date.parse(phases(sc.output()).find((p) => p.phase === 'drain_delay')!.time);
+      // ...while the clients, which have not heard yet, keep calling until just before the delay ends, as
+      // they would until the endpoint removal reaches them.
+      stopAt = drainStart + DELAY - 1000;
+      // The pooled connection is still served, and told to close so that its client reconnects elsewhere.
+      const pooled = await get(`${listen}/invoices/inv-1`, await bot.sign('getInvoice'), keepAlive);
+      expect(pooled).toMatchObject({ status: 200, localPort: before.localPort, connection: 'close' });
+      const heldCall = get(`${listen}/invoices/inv-held`, await bot.sign('getInvoice'), false);
+      const probes: number[] = [];
+      while (Date.now() < stopAt) {
+        probes.push((await fetch(`${admin}/readyz`)).status);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await Promise.all(clients);
+
+      // Nothing refused, nothing failed, every call on a connection of its own, and calls all through the delay.
+      expect(results.filter((r) => r.error !== undefined || r.status !== 200)).toEqual([]);
+      expect(new Set(results.map((r) => r.localPort)).size).toBe(results.length);
+      const during = results.filter((r) => r.startedAt >= drainStart);
+      expect(during.length).toBeGreaterThan(20);
+      expect(Math.max(...during.map((r) => r.startedAt))).toBeGreaterThan(drainStart + DELAY - 2000);
+      expect(new Set(probes)).toEqual(new Set([503]));
+      // Not a phase yet: the drain delay is not over while the clients were calling.
+      expect(phases(sc.output()).map((p) => p.phase)).toEqual(['drain_delay']);
+
+      // After the delay: the listener refuses new connections; the call in flight finishes; exit 0.
+      await until(() => phases(sc.output()).some((p) => p.phase === 'stop_accepting'));
+      expect(phases(sc.output()).find((p) => p.phase === 'stop_accepting')).toMatchObject({ inFlight: 1 });
+      await expect(get(`${listen}/invoices/inv-3`, await bot.sign('getInvoice'), false)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      const notReady = await fetch(`${admin}/readyz`);
+      expect(notReady.status).toBe(503);
+      expect(await notReady.json()).toMatchObject({ status: 'draining', checks: { listeners: 'failing' } });
+      releaseHeld();
+      expect(await heldCall).toMatchObject({ status: 200, connection: 'close' });
+      const [code] = await once(sc.child, 'exit');
+      expect(code).toBe(0);
+      expect(phases(sc.output()).map((p) => p.phase)).toEqual(['drain_delay', 'stop_accepting', 'stopped']);
+      // The app saw every call the sidecar accepted.
+      expect(app.requests.filter((r) => r.url === '/invoices/inv-2').length).toBe(results.length);
+    } finally {
+      keepAlive.destroy();
+      releaseHeld();
+      if (sc.child.exitCode === null) sc.child.kill('SIGKILL');
+      await app.close();
+    }
+  }, 30_000);
+
+  it('--drain-delay-ms and AGENTS_CHAIN_DRAIN_DELAY_MS: 0 stops accepting at once, a value that is not a whole number of ms is refused, SIGINT skips the delay', async () => {
+    requireBuild();
+    const app = await startRecorder();
+    const args = ['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'];
+    try {
+      const bad = await runCli([...args, '--drain-delay-ms', '5s']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--drain-delay-ms \(AGENTS_CHAIN_DRAIN_DELAY_MS\) must be a whole number of milliseconds, 0 or more, got "5s"/);
+      const negative = await runCli(args, { AGENTS_CHAIN_DRAIN_DELAY_MS: '-1' });
+      expect(negative.code).toBe(2);
+      expect(negative.stderr).toMatch(/got "-1"/);
+      expect((await runCli(['serve', '--help'])).stdout).toMatch(/--drain-delay-ms N .*\[5000; 0: none;/s);
+      // The environment variable alone: no delay phase, straight to stop accepting.
+      // The "listening" line comes just before serve installs its signal handlers: one admin round trip later they are in.
+      const started = async (env: NodeJS.ProcessEnv) => {
+        const sc = await startCli(args, /sidecar listening/, env);
+        expect((await fetch(`${(JSON.parse(sc.line) as { admin: string }).admin}/healthz`)).status).toBe(200);
+        return sc;
+      };
+      const none = await started({ AGENTS_CHAIN_DRAIN_DELAY_MS: '0' });
+      none.child.kill('SIGTERM');
+      expect((await once(none.child, 'exit'))[0]).toBe(0);
+      expect(phases(none.output()).map((p) => p.phase)).toEqual(['stop_accepting', 'stopped']);
+      // A long delay from the environment; Ctrl-C (SIGINT) does not wait for it.
+      const long = await started({ AGENTS_CHAIN_DRAIN_DELAY_MS: '600000' });
+      long.child.kill('SIGINT');
+      expect((await once(long.child, 'exit'))[0]).toBe(0);
+      expect(phases(long.output()).map((p) => p.phase)).toEqual(['stop_accepting', 'stopped']);
+      // SIGTERM starts the long delay; a SIGINT then ends it.
+      const cut = await started({ AGENTS_CHAIN_DRAIN_DELAY_MS: '600000' });
+      cut.child.kill('SIGTERM');
+      await until(() => phases(cut.output()).some((p) => p.phase === 'drain_delay'));
+      cut.child.kill('SIGINT');
+      expect((await once(cut.child, 'exit'))[0]).toBe(0);
+      expect(phases(cut.output()).map((p) => p.phase)).toEqual(['drain_delay', 'stop_accepting', 'stopped']);
+    } finally {
+      await app.close();
+    }
+  }, 30_000);
 
   it('a caller waiting for a human is released at the deadline with 503 shutting_down and the status URL', async () => {
     const { startApprovalEnv } = await import('../support/approvals.js');
