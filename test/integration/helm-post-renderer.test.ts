@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { CLI, requireBuild, ROOT } from '../support/cli.js';
+import { helmOrFail, skipWithoutHelm } from '../support/helm.js';
 import { validateObject } from '../support/kubernetes.js';
 
 // A chart exactly as `helm create web` (helm 3.17) makes it: a Deployment with a named `http` port and
@@ -15,18 +16,11 @@ const CHART = join(ROOT, 'test/fixtures/charts/web');
 const run = promisify(execFile);
 type Doc = Record<string, any>;
 
-const helm = ((): { path?: string; why: string } => {
-  const path = process.env.AGENTS_CHAIN_HELM ?? join(ROOT, '.cache/k8s/helm/helm');
-  if (existsSync(path)) return { path, why: 'real helm' };
-  if (process.env.AGENTS_CHAIN_REQUIRE_HELM === '1') throw new Error(`helm is required (AGENTS_CHAIN_REQUIRE_HELM=1) and ${path} is missing: run make k8s-tools`);
-  return { why: `SKIPPED: no helm at ${path} (make k8s-tools fetches it)` };
-})();
-
 async function render(...set: string[]): Promise<Doc[]> {
   const dir = await mkdtemp(join(tmpdir(), 'agents-chain-helm-'));
   const defaults = join(dir, 'defaults.yaml');
   await writeFile(defaults, 'image: registry.example.com/agents-chain:0.1.0\n');
-  const { stdout } = await run(helm.path!, [
+  const { stdout } = await run(helmOrFail(), [
     'template', 'web', CHART,
     '--set-string', 'podAnnotations.agents-chain\\.io/inject=true',
     '--set-string', 'podAnnotations.agents-chain\\.io/policy=web-policy',
@@ -43,7 +37,7 @@ function resolveTargetPort(pod: Doc, target: string | number): { container: stri
   return undefined;
 }
 
-describe.skipIf(!helm.path)(`helm template --post-renderer agents-chain inject (${helm.why})`, () => {
+describe.skipIf(skipWithoutHelm('the helm post-renderer test'))('helm template --post-renderer agents-chain inject (real helm 3.17)', () => {
   beforeAll(() => {
     requireBuild();
     chmodSync(CLI, 0o755); // helm runs the post-renderer as an executable
@@ -70,7 +64,7 @@ describe.skipIf(!helm.path)(`helm template --post-renderer agents-chain inject (
   });
 
   it('iptables mode (the default): the app container, its port and its command are unchanged; the Service is unchanged; probes go through the sidecar', async () => {
-    const plain = await run(helm.path!, ['template', 'web', CHART], { env: process.env });
+    const plain = await run(helmOrFail(), ['template', 'web', CHART], { env: process.env });
     const before = parseAllDocuments(plain.stdout).map((d) => (d as { toJS(): Doc }).toJS()).filter(Boolean);
     const docs = await render();
     const was = before.find((d) => d.kind === 'Deployment')!.spec.template.spec.containers[0];
