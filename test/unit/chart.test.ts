@@ -2,9 +2,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { INJECT_DEFAULTS } from '../../src/kubernetes/defaults.js';
 
-// helm is not installed on these machines: the chart's values are checked against its schema here,
-// and every value a template reads must exist in values.yaml. `make chart-lint` runs helm where it is.
+// Without helm: the chart's values against its schema, every value a template reads exists in values.yaml,
+// and the chart's injection defaults are the CLI's. The real helm renders the chart in
+// test/integration/chart.test.ts and `make chart-lint` (test/chart/lint.mjs).
 const CHART = new URL('../../charts/agents-chain-sidecar/', import.meta.url);
 const read = (p: string) => readFileSync(new URL(p, CHART), 'utf8');
 const schema = JSON.parse(read('values.schema.json')) as object;
@@ -29,6 +31,27 @@ describe('Helm chart', () => {
     expect(validate({ ...values, image: { repository: 'x', tag: 'latest' } })).toBe(false);
     expect(validate({ ...values, imagee: {} })).toBe(false);
     expect(validate({ ...values, webhook: { failurePolicy: 'Sometimes' } })).toBe(false);
+  });
+
+  it('the schema refuses bad injection and NetworkPolicy values', () => {
+    const injection = values.injection as Record<string, unknown>;
+    for (const bad of [{ captureMode: 'ebpf' }, { port: 0 }, { adminPort: 70000 }, { logLevel: 'verbose' }, { drainDelaySeconds: -1 }, { nativeSidecar: 'yes' }, { extra: 1 }]) {
+      expect(validate({ ...values, injection: { ...injection, ...bad } }), JSON.stringify(bad)).toBe(false);
+    }
+    const { captureMode: _omitted, ...withoutMode } = injection;
+    expect(validate({ ...values, injection: withoutMode })).toBe(false);
+    expect(validate({ ...values, networkPolicy: { enabled: true, ports: [80, 80] } })).toBe(false);
+    expect(validate({ ...values, networkPolicy: { enabled: true, namespace: 'Not_A_Namespace' } })).toBe(false);
+    expect(validate({ ...values, networkPolicy: { enabled: true, podSelector: { matchLabels: { app: 1 } } } })).toBe(false);
+    expect(validate({ ...values, metrics: { podMonitor: { labels: { release: true } } } })).toBe(false);
+  });
+
+  it("the chart's injection defaults are the CLI's (same sidecar from webhook, chart and `inject`)", () => {
+    const { image: _image, imagePullPolicy: _pull, ...rest } = INJECT_DEFAULTS;
+    expect(values.injection).toEqual(rest);
+    const image = values.image as { repository: string; tag: string; pullPolicy: string };
+    expect(`${image.repository}:${image.tag}`).toBe(INJECT_DEFAULTS.image);
+    expect(image.pullPolicy).toBe(INJECT_DEFAULTS.imagePullPolicy);
   });
 
   it('every .Values path a template reads exists in values.yaml', () => {
