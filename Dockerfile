@@ -21,6 +21,11 @@ COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY config/policy.schema.json ./config/policy.schema.json
 RUN ln -s /app/dist/cli/main.js /usr/local/bin/agents-chain
+# iptables-restore/-save (nf_tables) for `agents-chain capture`, run by the agents-chain-capture init
+# container in iptables capture mode (it alone gets NET_ADMIN and NET_RAW); the sidecar never runs them.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends iptables \
+ && rm -rf /var/lib/apt/lists/*
 # A numeric user, so Kubernetes can verify runAsNonRoot; it writes only to the spool volume and /tmp.
 USER 10001:10001
 EXPOSE 8080 9090

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { approvalsCommand } from './approvals.js';
 import { auditCommand } from './audit.js';
+import { captureCommand } from './capture.js';
 import { contextCommand } from './context.js';
 import { injectCommand } from './inject.js';
 import { keygenCommand } from './keygen.js';
@@ -21,6 +22,7 @@ Commands:
   register      register an agent with a sidecar, as a trusted host
   inject        add the sidecar to Kubernetes manifests (stdin to stdout; a Helm post-renderer)
   webhook       the same injection as a mutating admission webhook (HTTPS)
+  capture       install the iptables rules that send a pod's inbound TCP to the sidecar (init container)
   token         mint a single-use agent+jwt for one call
   policy check  validate a policy file (exit 1 on errors)
   context       print an agent's constraint context (system-prompt block)
@@ -36,6 +38,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   register: registerCommand,
   inject: injectCommand,
   webhook: webhookCommand,
+  capture: captureCommand,
   token: tokenCommand,
   policy: policyCommand,
   context: contextCommand,

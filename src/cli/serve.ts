@@ -5,12 +5,13 @@ import { isLogLevel, createLogger } from '../log.js';
 import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile } from '../policy/load.js';
 import { watchPolicyFile } from '../policy/watch.js';
-import { DEFAULT_MAX_BODY_BYTES, parseHostPort, startSidecar } from '../proxy/server.js';
+import { DEFAULT_DRAIN_DELAY_MS, DEFAULT_MAX_BODY_BYTES, parseHostPort, startSidecar } from '../proxy/server.js';
 import { adminStartupProblem } from '../proxy/admin.js';
 import type { RedisSettings } from '../redis/connect.js';
 import { DEFAULT_MAX_HEADERS } from '../proxy/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 import { parseCommand, required, UsageError } from './args.js';
+import { APP_PROBES_ENV, parseAppProbes, type AppProbes } from '../kubernetes/app-probes.js';
 
 const USAGE = `Usage: agents-chain serve --policy FILE --upstream URL [options]
 
@@ -41,6 +42,9 @@ Options (each also read from the environment variable shown):
   --no-watch           do not watch the policy file (SIGHUP still reloads it)
   --shutdown-grace-ms N  on SIGTERM, how long calls in flight may take [15000];
                        the audit drain (--audit-drain-ms) follows
+  --drain-delay-ms N   on SIGTERM, how long /readyz fails while new connections are
+                       still accepted, before the grace starts [${DEFAULT_DRAIN_DELAY_MS}; 0: none;
+                       SIGINT skips it]                     AGENTS_CHAIN_DRAIN_DELAY_MS
   --admin-token-file FILE  bearer token for /stats, audit entries, agents and approvals
                            on --admin (required when the policy has accessRequests)
                                                             AGENTS_CHAIN_ADMIN_TOKEN
@@ -75,6 +79,9 @@ Options (each also read from the environment variable shown):
   --admin-public-url URL   the admin listener as operators reach it, for
                            approve/deny links in notifications
                                                             AGENTS_CHAIN_ADMIN_PUBLIC_URL
+  AGENTS_CHAIN_APP_PROBES  (environment only, written by injection in iptables capture mode)
+                           JSON of the app's probes, answered on --admin at
+                           /app-health/<container>/<livez|readyz|startupz>
   -h, --help           show this help
 `;
 
@@ -109,6 +116,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'no-watch': { type: 'boolean' },
     'egress-allow-remote': { type: 'boolean' },
     'shutdown-grace-ms': { type: 'string' },
+    'drain-delay-ms': { type: 'string' },
     'redis-password-file': { type: 'string' },
     'redis-sentinels': { type: 'string' },
     'redis-sentinel-name': { type: 'string' },
@@ -156,6 +164,11 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
   const maxAgents = positive(v['metrics-max-agents'], '--metrics-max-agents') ?? 100;
   const perAgent = v['metrics-agent-label'] || env.AGENTS_CHAIN_METRICS_AGENT_LABEL === 'true' ? { maxAgents } : undefined;
+  // Signal handlers first: startSidecar logs "sidecar listening" before it returns, and a SIGTERM right
+  // after that line must drain, not kill the process. One before the sidecar is up just exits.
+  let stop: ((signal: string) => void) | undefined;
+  process.once('SIGTERM', () => (stop ? stop('SIGTERM') : process.exit(0)));
+  process.once('SIGINT', () => (stop ? stop('SIGINT') : process.exit(0)));
   const sidecar = await startSidecar({
     audit,
     policy,
@@ -174,19 +187,20 @@ export async function serveCommand(argv: string[]): Promise<number> {
     metrics: { perAgent },
     egress,
     shutdownGraceMs: positive(v['shutdown-grace-ms'], '--shutdown-grace-ms'),
+    drainDelayMs: drainDelay(v['drain-delay-ms'] ?? env.AGENTS_CHAIN_DRAIN_DELAY_MS),
     redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
+    appProbes: appProbesFrom(env[APP_PROBES_ENV]),
   });
   // Live reload: the policy file is watched (ConfigMap symlink swaps included) and SIGHUP forces a re-read.
   const reload = (): void => void sidecar.reloadPolicy();
   const watcher = v['no-watch'] ? undefined : watchPolicyFile(policyFile, reload);
   process.on('SIGHUP', reload);
-  const stop = (signal: string): void => {
+  stop = (signal: string): void => {
     log.info('shutting down', { signal });
     watcher?.close();
-    void sidecar.close().then(() => process.exit(0));
+    // SIGTERM (kubelet, docker stop) drains with the delay; SIGINT (Ctrl-C) stops at once, and ends a delay under way.
+    void sidecar.close(signal === 'SIGINT' ? { drainDelayMs: 0 } : undefined).then(() => process.exit(0));
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
   return 0;
 }
 
@@ -256,6 +270,23 @@ function positive(text: string | undefined, flag: string): number | undefined {
   const n = Number(text);
   if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive whole number`);
   return n;
+}
+
+/** --drain-delay-ms: 0 is allowed (no delay, as before the flag existed); absent means the default. */
+function drainDelay(text: string | undefined): number {
+  if (text === undefined || text === '') return DEFAULT_DRAIN_DELAY_MS;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`--drain-delay-ms (AGENTS_CHAIN_DRAIN_DELAY_MS) must be a whole number of milliseconds, 0 or more, got "${text}"`);
+  return n;
+}
+
+/** AGENTS_CHAIN_APP_PROBES (written by injection): a malformed value stops the start, naming the probe. */
+function appProbesFrom(text: string | undefined): AppProbes {
+  try {
+    return parseAppProbes(text);
+  } catch (err) {
+    throw new UsageError(`refusing to start: ${(err as Error).message}`);
+  }
 }
 
 function isLoopback(host: string): boolean {

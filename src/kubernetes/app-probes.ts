@@ -112,7 +112,6 @@ export function runAppProbe(probe: AppProbe): Promise<ProbeResult> {
     const done = (r: ProbeResult): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
       resolve(r);
     };
     // agent: false — one connection per probe, closed after it, like the kubelet's prober.
@@ -120,9 +119,10 @@ export function runAppProbe(probe: AppProbe): Promise<ProbeResult> {
     const req = request({ host: '127.0.0.1', port: g.port, path: g.path, method: 'GET', headers, agent: false, rejectUnauthorized: false }, (res) => {
       const status = res.statusCode ?? 0;
       done({ ok: status >= 200 && status < 400, status });
-      // The body is read and dropped (never passed on); the deadline still ends a body that never ends.
+      // The body is read and dropped, never passed on.
       res.resume();
     });
+    // Answered or not, the connection ends by the deadline (a body that never ends would keep it open).
     const timer = setTimeout(() => { done({ ok: false, error: `no answer within ${probe.timeoutSeconds}s` }); req.destroy(); }, ms);
     req.once('error', (err: NodeJS.ErrnoException) => done({ ok: false, error: err.code ?? err.message }));
     req.once('close', () => clearTimeout(timer));

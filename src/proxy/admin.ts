@@ -9,10 +9,13 @@ import { agentView } from './registration.js';
 import { redactForReview } from '../audit/redact.js';
 import type { Logger } from '../log.js';
 import { readJsonObject, sendJson } from './respond.js';
+import { APP_HEALTH_PREFIX, answerAppHealth, type AppProbes } from '../kubernetes/app-probes.js';
 
 export interface AdminOptions {
   /** Each readiness check by name: true when it passes. */
   readiness: () => Record<string, boolean>;
+  /** True once shutdown began: /readyz answers 503 "draining" whatever the checks say. */
+  draining?: () => boolean;
   approvals?: ApprovalService;
   /** Bearer token for everything but the probes and /metrics; without one all of that is closed. */
   adminToken?: string;
@@ -26,6 +29,8 @@ export interface AdminOptions {
   /** Whether the active policy lists hosts (registration is on). */
   hasHosts?: () => boolean;
   now?: () => number;
+  /** The app's own probes (iptables capture mode), answered on /app-health/<container>/<kind> without a token. */
+  appProbes?: AppProbes;
 }
 
 /** At most one "admin call without a valid token" line per this interval (the others are counted into the next line). */
@@ -77,8 +82,8 @@ export function adminStartupProblem(o: { adminToken?: string; insecureNoToken?: 
 }
 
 /**
- * The operator listener. Open to whoever reaches it: /healthz, /readyz (the
- * kubelet) and /metrics (Prometheus). Everything else (/stats, audit entries,
+ * The operator listener. Open to whoever reaches it: /healthz, /readyz and
+ * /app-health/... (the kubelet) and /metrics (Prometheus). Everything else (/stats, audit entries,
  * registered agents, approvals) only with the admin bearer token; with no
  * token configured it is closed (403 admin_disabled), unless insecureNoToken.
  * It never shares a port with agents.
@@ -103,8 +108,11 @@ export function adminHandler(opts: AdminOptions): (req: IncomingMessage, res: Se
       const checks = opts.readiness();
       const ready = Object.values(checks).every(Boolean);
       const named = Object.fromEntries(Object.entries(checks).map(([k, ok]) => [k, ok ? 'ok' : 'failing']));
+      if (opts.draining?.()) return sendJson(res, 503, { status: 'draining', message: 'shutting down: new calls should go to another endpoint', checks: named });
       return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', checks: named });
     }
+    // The kubelet's probes of the app, sent here because the app's port is captured: open like /readyz.
+    if (path.startsWith(APP_HEALTH_PREFIX) && (method === 'GET' || method === 'HEAD')) return answerAppHealth(res, path, opts.appProbes);
     if (path === '/metrics' && (method === 'GET' || method === 'HEAD') && opts.metrics) {
       // Like kubelet probes, Prometheus scrapes without credentials; keep the admin port inside the pod network.
       const text = await opts.metrics.metrics();

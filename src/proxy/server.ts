@@ -22,14 +22,17 @@ import { loadPolicyFile, loadPolicyText } from '../policy/load.js';
 import { adminHandler, adminStartupProblem, INSECURE_FLAG } from './admin.js';
 import { Upstream } from './forward.js';
 import { AuditTrail, type AuditObserver, type AuditTrailOptions } from '../audit/trail.js';
-import { SidecarMetrics, type MetricsOptions } from '../metrics/metrics.js';
+import { knownLabels, SidecarMetrics, type MetricsOptions } from '../metrics/metrics.js';
 import { findActiveGrant } from '../auth/grant.js';
 import { isDenial } from '../errors.js';
 import { DEFAULT_MAX_HEADERS, upstreamRequestHeaders } from './headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 import { handleCall, type PipelineDeps } from './pipeline.js';
+import type { AppProbes } from '../kubernetes/app-probes.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+/** `serve`'s drain delay: longer than endpoint removal usually takes to reach kube-proxy and ingress controllers. */
+export const DEFAULT_DRAIN_DELAY_MS = 5_000;
 
 export interface SidecarOptions {
   policy: Policy;
@@ -71,8 +74,16 @@ export interface SidecarOptions {
   agentRegistry?: AgentRegistry;
   /** On close: how long calls in flight (and callers waiting for a human) get before they are cut [15 s]. */
   shutdownGraceMs?: number;
+  /**
+   * On close: how long the listener keeps accepting new connections while /readyz already fails, before the
+   * shutdown grace starts [0 here; `serve` defaults to DEFAULT_DRAIN_DELAY_MS]. Endpoint removal takes a while
+   * to reach every kube-proxy, load balancer and client; calls sent meanwhile are still served.
+   */
+  drainDelayMs?: number;
   /** Egress mode: the agent whose calls the sidecar signs (listed in the policy), and the provider's API key. */
   egress?: { agentId: string; agentKey: JWK; providerKey: string };
+  /** The app's probes the admin listener runs on /app-health/<container>/<kind> (iptables capture mode). */
+  appProbes?: AppProbes;
 }
 
 export interface Sidecar {
@@ -86,7 +97,12 @@ export interface Sidecar {
    * keeps serving. Calls in flight finish under the policy they started with.
    */
   reloadPolicy(text?: string): Promise<ReloadResult>;
-  close(): Promise<void>;
+  /**
+   * Drains and stops: readiness fails, the listener keeps accepting for the drain delay, then stops accepting
+   * and lets calls finish within the shutdown grace. `drainDelayMs` overrides the option for this call; a
+   * later call with 0 (a second signal) cuts a running drain delay short.
+   */
+  close(options?: { drainDelayMs?: number }): Promise<void>;
 }
 
 export type ReloadResult = { ok: true; changed: boolean; hash: string } | { ok: false; issues: string[] };
@@ -108,6 +124,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const metrics = new SidecarMetrics(opts.metrics);
   const shared = opts.redis ? sharedStores(opts.redis, log, metrics, now) : undefined;
   metrics.policyLoaded(opts.policy.hash, now());
+  // Series with labels known now start at 0, so the first denial, expiry or export failure shows in increase().
+  metrics.initialise(knownLabels(opts.policy));
+  if (opts.audit) metrics.auditExporters(opts.audit.exporters.map((e) => e.name));
   const audit = opts.audit ? new AuditTrail({ ...opts.audit, redactPatterns: opts.policy.audit.redact, log, observer: auditObserver(metrics) }) : undefined;
   await audit?.start();
   if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
@@ -148,12 +167,16 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     registered: new RegisteredAgents(opts.agentRegistry ?? (shared ? new RedisAgentRegistry(shared.client, opts.redis!.prefix) : new MemoryAgentRegistry())),
   };
   let ready = false;
+  // Set on close: readiness fails and responses carry `connection: close`, while the listener still accepts.
+  let draining = false;
 
   // Each call takes the deps current when it arrives, and keeps them: a reload swaps the whole object.
   let current = deps;
   // Calls being handled, so shutdown can wait for their audit record (the socket may close before the handler ends).
   const inFlight = new Set<Promise<void>>();
   const data = createServer({ requireHostHeader: true }, (req, res) => {
+    // Serve the call, but make the client open its next connection anew: by then it resolves to a ready endpoint.
+    if (draining) res.setHeader('connection', 'close');
     const call = handleCall(req, res, current);
     inFlight.add(call);
     void call.finally(() => inFlight.delete(call));
@@ -185,7 +208,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     ...(audit ? { auditSpool: audit.available } : {}),
     ...(shared ? { redis: redisReady(shared.client) } : {}),
   });
-  const admin = createServer(adminHandler({ readiness, approvals, adminToken: opts.adminToken, insecureNoToken: opts.adminInsecureNoToken, log, audit, metrics, registry: deps.registered?.registry, hasHosts: () => current.policy.hosts.size > 0, now }));
+  const admin = createServer(adminHandler({ readiness, draining: () => draining, approvals, adminToken: opts.adminToken, insecureNoToken: opts.adminInsecureNoToken, log, audit, metrics, registry: deps.registered?.registry, hasHosts: () => current.policy.hosts.size > 0, now, appProbes: opts.appProbes }));
 
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));
@@ -196,6 +219,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
 
   let closing: Promise<void> | undefined;
+  let endDrainDelay: (() => void) | undefined;
   let reloading: Promise<ReloadResult> = Promise.resolve({ ok: true, changed: false, hash: opts.policy.hash });
   const reloadOnce = async (text?: string): Promise<ReloadResult> => {
     let next: Policy;
@@ -220,6 +244,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     current = { ...current, policy: next };
     audit?.setRedactPatterns(next.audit.redact);
     metrics.policyReloaded({ ok: true, hash: next.hash, nowMs: now() });
+    metrics.initialise(knownLabels(next));
     log.info('policy reloaded', { policy: opts.policy.file, policyHash: next.hash });
     return { ok: true, changed: true, hash: next.hash };
   };
@@ -235,17 +260,34 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
       reloading = reloading.catch(() => undefined).then(() => reloadOnce(text));
       return reloading;
     },
-    close() {
-      // One shutdown, however many signals arrive.
-      closing ??= (async () => {
-        // Readiness first, so the endpoints controller stops sending; then stop accepting and let calls finish.
-        ready = false;
+    close(options) {
+      const delay = options?.drainDelayMs ?? opts.drainDelayMs ?? 0;
+      // One shutdown, however many signals arrive; a second one asking for no delay ends the delay now.
+      if (closing) {
+        if (delay === 0) endDrainDelay?.();
+        return closing;
+      }
+      closing = (async () => {
+        // Readiness first, so the endpoints controller stops sending. Clients and proxies learn of that only
+        // after a while, so the listener keeps accepting (and serving) for the drain delay: a connection
+        // refused in that window would be a failed call. Then stop accepting and let calls finish.
+        draining = true;
         const grace = opts.shutdownGraceMs ?? 15_000;
+        if (delay > 0) {
+          log.info('draining: /readyz fails, new connections are still accepted', { phase: 'drain_delay', drainDelayMs: delay, shutdownGraceMs: grace });
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, delay);
+            endDrainDelay = () => { clearTimeout(timer); resolve(); };
+          });
+        }
+        ready = false; // the data listener stops accepting now
+        log.info('draining: stopped accepting; waiting for calls in flight', { phase: 'stop_accepting', inFlight: inFlight.size, shutdownGraceMs: grace });
         const deadline = Date.now() + grace;
         // Callers waiting for a human are released just before the deadline, with a status URL to poll.
         const release = setTimeout(() => approvals?.releaseWaiters(), Math.max(0, grace - 1_000));
         // The admin listener stays up meanwhile: probes see not-ready, Prometheus can still scrape.
-        await closeServer(data, grace);
+        const cut = await closeServer(data, grace);
+        if (cut) log.warn('draining: shutdown grace over; connections still open were closed', { phase: 'grace_expired', shutdownGraceMs: grace });
         clearTimeout(release);
         approvals?.releaseWaiters(); // whoever still waits (a client that hung up) stops waiting
         const left = () => Math.max(0, deadline - Date.now());
@@ -254,9 +296,11 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         await closeServer(admin, 1_000);
         approvals?.close();
         // Calls are done and recorded: flush and deliver what we can; the rest stays in the spool.
+        if (audit) log.info('draining: calls finished; delivering the audit trail', { phase: 'audit_drain', auditDrainMs: opts.audit?.drainMs ?? 10_000 });
         await audit?.drain(opts.audit?.drainMs ?? 10_000);
         await upstream.close();
         await shared?.close();
+        log.info('stopped', { phase: 'stopped' });
       })();
       return closing;
     },
@@ -396,14 +440,16 @@ function listen(server: Server, at: { host: string; port: number }): Promise<Add
  * Stops accepting, lets in-flight calls finish for up to `graceMs`, then cuts
  * what is left. Keep-alive connections are closed as soon as they go idle
  * (server.close alone closes only those idle at the moment it is called).
+ * Resolves true when the grace ran out and connections were cut.
  */
-function closeServer(server: Server, graceMs = 5_000): Promise<void> {
+function closeServer(server: Server, graceMs = 5_000): Promise<boolean> {
   return new Promise((resolve) => {
-    const deadline = setTimeout(() => server.closeAllConnections(), graceMs);
+    let cut = false;
+    const deadline = setTimeout(() => { cut = true; server.closeAllConnections(); }, graceMs);
     const sweep = setInterval(() => server.closeIdleConnections(), 50);
     deadline.unref();
     sweep.unref();
-    server.close(() => { clearTimeout(deadline); clearInterval(sweep); resolve(); });
+    server.close(() => { clearTimeout(deadline); clearInterval(sweep); resolve(cut); });
     server.closeIdleConnections();
   });
 }

@@ -1,0 +1,219 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { parseAppProbes, runAppProbe, type AppProbe } from '../../../src/kubernetes/app-probes.js';
+import { createLogger } from '../../../src/log.js';
+import { loadPolicyText } from '../../../src/policy/load.js';
+import { startSidecar, type Sidecar } from '../../../src/proxy/server.js';
+
+/** The app: answers each path with a status, remembers what the probes sent. */
+interface App { port: number; seen: { url: string; headers: IncomingHttpHeaders }[]; server: Server }
+
+function listen(server: Server | ReturnType<typeof createNetServer>): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+}
+
+const SECRET_BODY = 'app-internal-state: db=primary-7, build=secret';
+
+async function startApp(): Promise<App> {
+  const seen: App['seen'] = [];
+  let ready = 200;
+  const server = createHttpServer((req, res) => {
+    seen.push({ url: req.url ?? '', headers: req.headers });
+    if (req.url === '/toggle') { ready = ready === 200 ? 500 : 200; return void res.end(); }
+    if (req.url === '/hang') return; // never answers
+    const status = req.url?.startsWith('/ready') ? ready : req.url === '/moved' ? 302 : req.url === '/missing' ? 404 : 200;
+    res.writeHead(status, { 'content-type': 'text/plain', ...(status === 302 ? { location: 'http://elsewhere.example/' } : {}) });
+    res.end(SECRET_BODY);
+  });
+  return { port: await listen(server), seen, server };
+}
+
+/** A port nothing listens on: bound, read, closed. */
+async function closedPort(): Promise<number> {
+  const s = createNetServer();
+  const port = await listen(s);
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+const http = (port: number, path: string, extra: Partial<Extract<AppProbe, { httpGet: unknown }>['httpGet']> = {}, timeoutSeconds = 1): AppProbe =>
+  ({ httpGet: { path, port, scheme: 'HTTP', httpHeaders: [], ...extra }, timeoutSeconds });
+
+describe('parseAppProbes (AGENTS_CHAIN_APP_PROBES)', () => {
+  it('reads the injector\'s JSON, with the kubelet\'s defaults for what it leaves out', () => {
+    const probes = parseAppProbes(JSON.stringify({
+      'app/readyz': { httpGet: { path: '/ready', port: 8080, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 3 },
+      'app/livez': { tcpSocket: { port: 8080 } },
+      'worker-2/startupz': { httpGet: { port: 9000 } },
+    }));
+    expect([...probes.keys()]).toEqual(['app/readyz', 'app/livez', 'worker-2/startupz']);
+    expect(probes.get('app/readyz')).toEqual({ httpGet: { path: '/ready', port: 8080, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 3 });
+    expect(probes.get('app/livez')).toEqual({ tcpSocket: { port: 8080 }, timeoutSeconds: 1 });
+    expect(probes.get('worker-2/startupz')).toEqual({ httpGet: { path: '/', port: 9000, scheme: 'HTTP', httpHeaders: [] }, timeoutSeconds: 1 });
+    expect(parseAppProbes(undefined).size).toBe(0);
+    expect(parseAppProbes('').size).toBe(0);
+  });
+
+  it('refuses what it could not run, naming the probe and the field', () => {
+    const bad: [unknown, string][] = [
+      ['{"app/readyz": {"tcpSocket": {"port": 1}}, "app/readyz": {"tcpSocket": {"port": 2}}}', 'AGENTS_CHAIN_APP_PROBES is not valid JSON: duplicate'],
+      [[], 'must be a JSON object'],
+      [{ 'app/ready': { tcpSocket: { port: 1 } } }, 'AGENTS_CHAIN_APP_PROBES["app/ready"]: the key must be "<container name>/<livez|readyz|startupz>"'],
+      [{ 'App/readyz': { tcpSocket: { port: 1 } } }, '["App/readyz"]: the key must be'],
+      [{ 'app/readyz': {} }, '["app/readyz"] must have exactly one of httpGet and tcpSocket'],
+      [{ 'app/readyz': { httpGet: { port: 80 }, tcpSocket: { port: 80 } } }, 'exactly one of httpGet and tcpSocket'],
+      [{ 'app/readyz': { tcpSocket: { port: 'http' } } }, '["app/readyz"].tcpSocket.port must be a port number (1-65535)'],
+      [{ 'app/readyz': { httpGet: { port: 70000 } } }, '.httpGet.port must be a port number'],
+      [{ 'app/readyz': { httpGet: { port: 80, path: 'ready' } } }, '.httpGet.path must be a path starting with "/"'],
+      [{ 'app/readyz': { httpGet: { port: 80, path: '/a b' } } }, '.httpGet.path must be a path'],
+      [{ 'app/readyz': { httpGet: { port: 80, scheme: 'GRPC' } } }, '.httpGet.scheme must be HTTP or HTTPS, got "GRPC"'],
+      [{ 'app/readyz': { httpGet: { port: 80, httpHeaders: [{ name: 'X', value: 'a\r\nInjected: 1' }] } } }, '.httpGet.httpHeaders[0] must be {name: <header name>, value: <text on one line>}'],
+      [{ 'app/readyz': { httpGet: { port: 80, httpHeaders: [{ name: 'Bad Name', value: 'x' }] } } }, '.httpGet.httpHeaders[0]'],
+      [{ 'app/readyz': { tcpSocket: { port: 80 }, timeoutSeconds: 0 } }, '.timeoutSeconds must be a whole number of seconds, at least 1'],
+    ];
+    for (const [doc, message] of bad) {
+      expect(() => parseAppProbes(typeof doc === 'string' ? doc : JSON.stringify(doc)), JSON.stringify(doc)).toThrow(message);
+    }
+  });
+});
+
+describe('runAppProbe against a real app on 127.0.0.1', () => {
+  let app: App;
+  beforeAll(async () => { app = await startApp(); });
+  afterAll(async () => { app.server.closeAllConnections(); await new Promise((r) => app.server.close(r)); });
+
+  it('httpGet: 200-399 pass (a redirect is not followed), 4xx/5xx fail, with the app\'s status', async () => {
+    expect(await runAppProbe(http(app.port, '/ready'))).toEqual({ ok: true, status: 200 });
+    expect(await runAppProbe(http(app.port, '/moved'))).toEqual({ ok: true, status: 302 });
+    expect(await runAppProbe(http(app.port, '/missing'))).toEqual({ ok: false, status: 404 });
+    await runAppProbe(http(app.port, '/toggle'));
+    expect(await runAppProbe(http(app.port, '/ready'))).toEqual({ ok: false, status: 500 });
+    await runAppProbe(http(app.port, '/toggle'));
+    expect(app.seen.some((s) => s.url.includes('elsewhere'))).toBe(false);
+  });
+
+  it('sends the probe\'s path (query included) and headers, Host among them, like the kubelet', async () => {
+    await runAppProbe(http(app.port, '/ready?deep=1', { httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }, { name: 'Host', value: 'app.internal' }] }));
+    const last = app.seen.at(-1)!;
+    expect(last.url).toBe('/ready?deep=1');
+    expect(last.headers).toMatchObject({ 'x-probe': 'kubelet', host: 'app.internal', accept: '*/*' });
+    expect(last.headers['user-agent']).toMatch(/^kube-probe\//);
+  });
+
+  it('fails on a refused connection and on an app that does not answer within timeoutSeconds', async () => {
+    expect(await runAppProbe(http(await closedPort(), '/ready'))).toEqual({ ok: false, error: 'ECONNREFUSED' });
+    expect(await runAppProbe(http(app.port, '/hang', {}, 1))).toEqual({ ok: false, error: 'no answer within 1s' });
+  });
+
+  it('an app whose body never ends: the status decides at once, and the connection is closed by the deadline', async () => {
+    let closed!: Promise<void>;
+    const server = createHttpServer((req, res) => {
+      closed = new Promise((r) => req.socket.once('close', () => r()));
+      res.writeHead(200);
+      res.write('streaming forever');
+    });
+    const port = await listen(server);
+    try {
+      expect(await runAppProbe(http(port, '/stream'))).toEqual({ ok: true, status: 200 });
+      await closed; // without the deadline this would never resolve (the test would time out)
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('tcpSocket: passes when the port accepts a connection, fails when refused', async () => {
+    const server = createNetServer((s) => s.end());
+    const port = await listen(server);
+    try {
+      expect(await runAppProbe({ tcpSocket: { port }, timeoutSeconds: 1 })).toEqual({ ok: true });
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+    expect(await runAppProbe({ tcpSocket: { port: await closedPort() }, timeoutSeconds: 1 })).toEqual({ ok: false, error: 'ECONNREFUSED' });
+  });
+
+  it('HTTPS: the app\'s self-signed certificate is accepted, as the kubelet accepts it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agents-chain-probe-'));
+    try {
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+        '-subj', '/CN=app', '-keyout', join(dir, 'k'), '-out', join(dir, 'c')], { stdio: 'ignore' });
+      const server = createHttpsServer({ key: readFileSync(join(dir, 'k')), cert: readFileSync(join(dir, 'c')) }, (_req, res) => res.end('ok'));
+      const port = await listen(server);
+      try {
+        expect(await runAppProbe(http(port, '/', { scheme: 'HTTPS' }))).toEqual({ ok: true, status: 200 });
+        // Plain HTTP to a TLS port is a failed probe, not a hang or a crash.
+        expect((await runAppProbe(http(port, '/'))).ok).toBe(false);
+      } finally {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the admin listener answers /app-health/<container>/<kind>', () => {
+  let app: App;
+  let sidecar: Sidecar;
+  beforeAll(async () => {
+    app = await startApp();
+    const policy = await loadPolicyText('version: 1\nprovider: { name: probe-test, issuer: https://probe.example.com }\ncapabilities:\n  - { name: read, method: GET, path: /items }\n', 'probe.yaml');
+    sidecar = await startSidecar({
+      policy, upstream: `http://127.0.0.1:${app.port}`, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
+      // An admin token is set: the probes must still be open, as /readyz is.
+      adminToken: 'admin-secret',
+      appProbes: parseAppProbes(JSON.stringify({
+        'app/readyz': { httpGet: { path: '/ready', port: app.port, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 1 },
+        'app/livez': { tcpSocket: { port: app.port } },
+        'app/startupz': { tcpSocket: { port: await closedPort() } },
+      })),
+    });
+  });
+  afterAll(async () => {
+    await sidecar.close();
+    app.server.closeAllConnections();
+    await new Promise((r) => app.server.close(r));
+  });
+  const get = async (path: string, method: 'GET' | 'HEAD' = 'GET') => {
+    const r = await request(`${sidecar.adminUrl}${path}`, { method });
+    const text = await r.body.text();
+    return { status: r.statusCode, text, json: text ? JSON.parse(text) as Record<string, unknown> : undefined };
+  };
+
+  it('200 while the app\'s probe passes, 503 once it fails, without a token; the app\'s body is never passed on', async () => {
+    const ok = await get('/app-health/app/readyz');
+    expect(ok.status).toBe(200);
+    expect(ok.json).toEqual({ probe: 'app/readyz', status: 'ok', appStatus: 200 });
+    expect(app.seen.at(-1)).toMatchObject({ url: '/ready', headers: { 'x-probe': 'kubelet' } });
+    await request(`http://127.0.0.1:${app.port}/toggle`).then((r) => r.body.dump());
+    const failing = await get('/app-health/app/readyz');
+    expect(failing.status).toBe(503);
+    expect(failing.json).toEqual({ probe: 'app/readyz', status: 'failing', appStatus: 500 });
+    expect(ok.text + failing.text).not.toContain('secret');
+    expect((await get('/app-health/app/readyz', 'HEAD')).status).toBe(503);
+    await request(`http://127.0.0.1:${app.port}/toggle`).then((r) => r.body.dump());
+    expect((await get('/app-health/app/readyz', 'HEAD')).status).toBe(200);
+  });
+
+  it('tcpSocket probes: connected is 200, refused is 503 with the reason', async () => {
+    expect(await get('/app-health/app/livez')).toMatchObject({ status: 200, json: { probe: 'app/livez', status: 'ok' } });
+    expect(await get('/app-health/app/startupz')).toMatchObject({ status: 503, json: { probe: 'app/startupz', status: 'failing', error: 'ECONNREFUSED' } });
+  });
+
+  it('404 for a probe it was not given; the other admin endpoints still need the token', async () => {
+    const unknown = await get('/app-health/other/readyz');
+    expect(unknown.status).toBe(404);
+    expect(unknown.json).toMatchObject({ error: 'not_found' });
+    expect(String(unknown.json!.message)).toContain('no app probe "other/readyz"');
+    expect((await get('/stats')).status).toBe(401);
+  });
+});
