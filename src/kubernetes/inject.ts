@@ -100,6 +100,9 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
       if (p.containerPort === port || p.containerPort === adminPort) reasons.push(`port ${p.containerPort} of container ${String(c.name)} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
     }
   }
+  // In the node's network namespace the capture rules would redirect the node's own traffic, and the app's
+  // port is the node's: no NetworkPolicy applies to it either. Neither mode can protect such a pod.
+  if (spec.hostNetwork === true) reasons.push('the pod uses hostNetwork: true, where the app\'s port is the node\'s and neither capture mode can keep traffic from going around the sidecar');
   // A Job's pod ends when its containers end: a plain sidecar container would keep it running forever.
   const restartPolicy = spec.restartPolicy;
   const runsToCompletion = restartPolicy === 'Never' || restartPolicy === 'OnFailure' || context.kind === 'Job' || context.kind === 'CronJob';
@@ -189,7 +192,7 @@ function unprotected(input: PodTemplate, reasons: string[]): InjectResult {
 const hardened = { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } };
 
 function sidecarContainer(a: Record<string, string>, defaults: InjectDefaults, inj: Injection, logLevel: string, probes: Record<string, AppProbe>): Obj {
-  const args = ['serve', '--policy', `${POLICY_DIR}/policy.yaml`, '--upstream', `http://127.0.0.1:${inj.app.number}`, '--listen', `0.0.0.0:${inj.port}`, '--admin', `0.0.0.0:${inj.adminPort}`];
+  const args = ['serve', '--policy', `${POLICY_DIR}/policy.yaml`, '--upstream', `http://127.0.0.1:${inj.app.number}`, '--listen', `[::]:${inj.port}`, '--admin', `[::]:${inj.adminPort}`];
   const env: Obj[] = [
     { name: 'AGENTS_CHAIN_LOG_LEVEL', value: logLevel },
     { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: String(drainDelaySeconds(defaults, inj) * 1000) },

@@ -210,8 +210,8 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
   const admin = createServer(adminHandler({ readiness, draining: () => draining, approvals, adminToken: opts.adminToken, insecureNoToken: opts.adminInsecureNoToken, log, audit, metrics, registry: deps.registered?.registry, hasHosts: () => current.policy.hosts.size > 0, now, appProbes: opts.appProbes }));
 
-  const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'));
-  const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'));
+  const dataAddr = await listen(data, parseHostPort(opts.listen ?? '127.0.0.1:8080', '--listen'), log);
+  const adminAddr = await listen(admin, parseHostPort(opts.admin ?? '127.0.0.1:9090', '--admin'), log);
   ready = true;
   log.info('sidecar listening', {
     listen: urlOf(dataAddr), admin: urlOf(adminAddr), upstream: upstream.origin,
@@ -426,7 +426,22 @@ function webhookFrom(opts: SidecarOptions, log: Logger): Notifier {
   return new WebhookNotifier({ url, format: hook.format, headers, retries: hook.retries, log, adminUrl: opts.adminPublicUrl });
 }
 
-function listen(server: Server, at: { host: string; port: number }): Promise<AddressInfo> {
+/**
+ * Binds `at`. "::" (what injection uses: IPv4 and IPv6 callers alike, and IPv6-only clusters) falls back
+ * to 0.0.0.0 on a kernel without IPv6, where binding "::" fails.
+ */
+async function listen(server: Server, at: { host: string; port: number }, log?: Logger): Promise<AddressInfo> {
+  try {
+    return await bind(server, at);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (at.host !== '::' || (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL')) throw err;
+    log?.warn('no IPv6 on this host: listening on 0.0.0.0 instead of [::]', { port: at.port, code });
+    return bind(server, { host: '0.0.0.0', port: at.port });
+  }
+}
+
+function bind(server: Server, at: { host: string; port: number }): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(at.port, at.host, () => {

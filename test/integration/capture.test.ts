@@ -1,7 +1,7 @@
 /**
  * iptables capture mode for real: two network namespaces joined by a veth pair, a "pod" and a
  * "client". In the pod: an app bound to 0.0.0.0:8080 (and [::]:8080), the real sidecar process
- * (`serve`, listen 0.0.0.0:17480, admin 0.0.0.0:17490, upstream 127.0.0.1:8080) and the rules
+ * (`serve`, listen [::]:17480, admin [::]:17490, as injected, upstream 127.0.0.1:8080) and the rules
  * `agents-chain capture` installs there with the real iptables. From the client, every call to the
  * pod's IP goes where a pod on the cluster network would send it.
  *
@@ -260,7 +260,8 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
 
   it('starts the real sidecar in the pod, with the app\'s probes', async () => {
     sidecar = await startInPod([CLI, 'serve', '--policy', join(dir, 'policy.yaml'), '--upstream', `http://127.0.0.1:${APP_PORT}`,
-      '--listen', `0.0.0.0:${SIDECAR_PORT}`, '--admin', `0.0.0.0:${ADMIN_PORT}`, '--no-watch'], /sidecar listening/, {
+      // As injected: [::] takes IPv4 and IPv6 (it falls back to 0.0.0.0 where the kernel has no IPv6).
+      '--listen', `[::]:${SIDECAR_PORT}`, '--admin', `[::]:${ADMIN_PORT}`, '--no-watch'], /sidecar listening/, {
       AGENTS_CHAIN_DRAIN_DELAY_MS: '0',
       AGENTS_CHAIN_APP_PROBES: JSON.stringify({
         'app/readyz': { httpGet: { path: '/ready', port: APP_PORT, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 1 },
@@ -299,11 +300,14 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     expect(seen('/metrics')).toEqual([expect.objectContaining({ server: 'excluded', remote: CLIENT_IP })]);
   });
 
-  it('IPv6 to the app port lands in the sidecar\'s port too: never the app (a sidecar on 0.0.0.0 refuses the connection)', async () => {
-    const r = call(POD_IP6, APP_PORT, '/invoices/inv-6', await withToken());
-    expect(r.status).toBeUndefined();
-    expect(r.error).toBe('ECONNREFUSED');
+  it('IPv6 to the app port lands in the sidecar too: refused without a token, forwarded with one', async () => {
+    const refused = call(POD_IP6, APP_PORT, '/invoices/inv-6');
+    expect(refused.status).toBe(401);
+    expect(JSON.parse(refused.body!)).toMatchObject({ error: 'token_missing' });
     expect(seen('/invoices/inv-6')).toEqual([]);
+    const r = call(POD_IP6, APP_PORT, '/invoices/inv-6', await withToken());
+    expect(r.status).toBe(200);
+    expect(seen('/invoices/inv-6')).toEqual([expect.objectContaining({ remote: '127.0.0.1' })]);
   });
 
   it('the app-health probe on the admin port reports the app\'s own probe, as the kubelet would call it', () => {

@@ -332,7 +332,7 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
     it('listens on 17480/17490 by default and forwards to the app on 127.0.0.1:<upstreamPort>', () => {
       const r = embed('"image" "ghcr.io/agents-chain/sidecar:0.1.0" "upstreamPort" 3000 "logLevel" "debug"');
       expect(r.stderr).toBe('');
-      expect(r.container.args).toEqual(['serve', '--policy', '/etc/agents-chain/policy.yaml', '--upstream', 'http://127.0.0.1:3000', '--listen', '0.0.0.0:17480', '--admin', '0.0.0.0:17490']);
+      expect(r.container.args).toEqual(['serve', '--policy', '/etc/agents-chain/policy.yaml', '--upstream', 'http://127.0.0.1:3000', '--listen', '[::]:17480', '--admin', '[::]:17490']);
       expect(r.container.ports).toEqual([
         { name: 'agents-chain', containerPort: 17480, protocol: 'TCP' },
         { name: 'ac-admin', containerPort: 17490, protocol: 'TCP' },

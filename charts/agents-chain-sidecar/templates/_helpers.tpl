@@ -103,7 +103,7 @@ sidecar refuses to start without one, so the template does too, unless "adminIns
 {{- end -}}
 - name: agents-chain
   image: {{ .image | quote }}
-  args: ["serve", "--policy", "/etc/agents-chain/policy.yaml", "--upstream", "http://127.0.0.1:{{ $upstream }}", "--listen", "0.0.0.0:{{ $port }}", "--admin", "0.0.0.0:{{ $admin }}"]
+  args: ["serve", "--policy", "/etc/agents-chain/policy.yaml", "--upstream", "http://127.0.0.1:{{ $upstream }}", "--listen", "[::]:{{ $port }}", "--admin", "[::]:{{ $admin }}"]
   ports:
     - { name: agents-chain, containerPort: {{ $port }}, protocol: TCP }
     - { name: ac-admin, containerPort: {{ $admin }}, protocol: TCP }

@@ -35,7 +35,7 @@ describe('injectPodTemplate (iptables capture, the default)', () => {
     expect(report.injected).toEqual(['Deployment/billing']);
     expect((t.spec!.containers as C[]).map((c) => c.name)).toEqual(['app', 'log-shipper', CONTAINER]);
     const sc = (t.spec!.containers as C[]).at(-1)!;
-    expect(sc.args).toEqual(['serve', '--policy', '/etc/agents-chain/policy.yaml', '--upstream', 'http://127.0.0.1:3000', '--listen', '0.0.0.0:17480', '--admin', '0.0.0.0:17490', '--audit-spool', '/var/spool/agents-chain']);
+    expect(sc.args).toEqual(['serve', '--policy', '/etc/agents-chain/policy.yaml', '--upstream', 'http://127.0.0.1:3000', '--listen', '[::]:17480', '--admin', '[::]:17490', '--audit-spool', '/var/spool/agents-chain']);
     expect(sc.ports).toEqual([{ name: 'agents-chain', containerPort: 17480, protocol: 'TCP' }, { name: 'ac-admin', containerPort: 17490, protocol: 'TCP' }]);
     expect(sc.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 17490 });
     expect(sc.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 10001, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
@@ -139,6 +139,7 @@ describe('injectPodTemplate fails closed', () => {
     ['the app\'s port excluded from capture', pod({ [ANNOTATION.upstreamPort]: '8080', [ANNOTATION.excludeInboundPorts]: '8080' }), /exclude-inbound-ports lists the app's port 8080/],
     ['a bad Secret name', pod({ [ANNOTATION.redisSecret]: 'Redis URL' }), /redis-secret must be a Secret name/],
     ['a Job with native-sidecar "false"', pod({ [ANNOTATION.nativeSidecar]: 'false' }, { restartPolicy: 'Never' }), /runs to completion .* must be a native sidecar/],
+    ['hostNetwork: true (the app\'s port is the node\'s)', pod({}, { hostNetwork: true }), /hostNetwork: true/],
     ['a gRPC probe on a captured port', pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 8080 }], livenessProbe: { grpc: { port: 8080 } } }] }), /gRPC probe on captured port 8080/],
   ])('refuses %s, with the reason', (_what, t, reason) => {
     expect(refusedWith(injectPodTemplate(t, defaults))).toMatch(reason);
