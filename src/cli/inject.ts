@@ -55,7 +55,8 @@ export async function injectCommand(argv: string[]): Promise<number> {
   const defaults = injectDefaultsFrom(args.values, process.env);
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
-  const parsed = parseAllDocuments(Buffer.concat(chunks).toString('utf8'));
+  // YAML 1.1, as helm and kubectl (Go's yaml) read it: `hostNetwork: yes` is true and `<<` merges, there and here.
+  const parsed = parseAllDocuments(Buffer.concat(chunks).toString('utf8'), { version: '1.1' });
   if (!Array.isArray(parsed)) throw new Error('stdin is not YAML');
   for (const doc of parsed) {
     const e = doc.errors[0];
@@ -72,7 +73,7 @@ export async function injectCommand(argv: string[]): Promise<number> {
   }
   for (const s of report.servicesRewritten) say(`rewrote ${s}`);
   // Untouched documents keep their text (and comments) exactly.
-  const out = docs.map((d, i) => (changed[i] ? stringify(d, { lineWidth: 0 }) : kept[i]!.doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, '')));
+  const out = docs.map((d, i) => (changed[i] ? stringify(d, { lineWidth: 0, version: '1.1' }) : kept[i]!.doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, '')));
   process.stdout.write(out.map((d) => (d.endsWith('\n') ? d : `${d}\n`)).join('---\n'));
   const n = report.injected.length;
   say(`${n} pod template${n === 1 ? '' : 's'} injected`);

@@ -63,7 +63,13 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
   }
   const containers = list(spec.containers);
   const inits = list(spec.initContainers);
-  if ([...containers, ...inits].some((c) => c.name === CONTAINER)) return { outcome: 'already-injected' };
+  if ([...containers, ...inits].some((c) => c.name === CONTAINER)) {
+    // Trusted by more than its name: a pod later edited (hostNetwork, a dropped capture container) or a
+    // container of the user's own named agents-chain is not protected, and must not pass as injected.
+    const problems = injectedProblems(input);
+    if (!problems.length) return { outcome: 'already-injected' };
+    return a[ANNOTATION.allowUnprotected] === 'true' ? unprotected(input, problems) : { outcome: 'refused', reasons: problems };
+  }
   if (containers.length === 0) reasons.push('the pod has no containers');
 
   for (const key of Object.keys(a)) {
@@ -93,6 +99,16 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
   else {
     if (app.number === port || app.number === adminPort) reasons.push(`the app's port ${app.number} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
     if (Array.isArray(excluded) && excluded.includes(app.number)) reasons.push(`${ANNOTATION.excludeInboundPorts} lists the app's port ${app.number}: that would leave it unprotected`);
+    if (capture === 'port' && app.name) {
+      // A Service resolves targetPort by name to the first container declaring it (the app before the sidecar).
+      for (const c of containers) {
+        for (const p of portsOf(c)) {
+          if (c.name !== app.container && p.name === app.name) reasons.push(`capture mode "port": container ${String(c.name)} also declares a port named "${app.name}", which a Service would reach instead of the sidecar`);
+          if (c.name === app.container && p.containerPort === app.number && p.name && p.name !== app.name) reasons.push(`capture mode "port": port ${app.number} is also declared as "${p.name}", a name a Service could reach the app by around the sidecar`);
+          if (c.name === app.container && p.containerPort === app.number && (p as { hostPort?: unknown }).hostPort !== undefined) reasons.push(`capture mode "port": port ${app.number} has a hostPort, which reaches the app from the node around the sidecar; use capture mode iptables`);
+        }
+      }
+    }
     if (capture === 'port' && !app.name) reasons.push(`capture mode "port" takes the app's port by name, and port ${app.number} of container ${app.container} has none: name it (and target it by name in the Service), or use capture mode iptables`);
   }
   for (const c of [...containers, ...inits]) {
@@ -102,7 +118,7 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
   }
   // In the node's network namespace the capture rules would redirect the node's own traffic, and the app's
   // port is the node's: no NetworkPolicy applies to it either. Neither mode can protect such a pod.
-  if (spec.hostNetwork === true) reasons.push('the pod uses hostNetwork: true, where the app\'s port is the node\'s and neither capture mode can keep traffic from going around the sidecar');
+  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false) reasons.push('the pod uses hostNetwork: true, where the app\'s port is the node\'s and neither capture mode can keep traffic from going around the sidecar');
   // A Job's pod ends when its containers end: a plain sidecar container would keep it running forever.
   const restartPolicy = spec.restartPolicy;
   const runsToCompletion = restartPolicy === 'Never' || restartPolicy === 'OnFailure' || context.kind === 'Job' || context.kind === 'CronJob';
@@ -179,6 +195,25 @@ function sidecarPort(value: string | undefined, fallback: number, name: string, 
   if (/^\d+$/.test(value) && isPortNumber(n)) return n;
   reasons.push(`${name} must be a port number (1-65535), got "${value}"`);
   return fallback;
+}
+
+/** What makes an already injected pod not protected (empty: it is as injection left it). Pure; the guard uses it too. */
+export function injectedProblems(pod: PodTemplate): string[] {
+  const spec = pod.spec ?? {};
+  const problems: string[] = [];
+  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false) problems.push('the pod has the sidecar but uses hostNetwork: true, where capture cannot protect the app');
+  let status: { capture?: unknown } | undefined;
+  try {
+    status = JSON.parse(pod.metadata?.annotations?.[ANNOTATION.status] ?? 'null') as { capture?: unknown } | undefined;
+  } catch {
+    status = undefined;
+  }
+  if (!status || !CAPTURE_MODES.includes(status.capture as CaptureMode)) {
+    problems.push(`a container is named ${CONTAINER} but ${ANNOTATION.status} does not say what injection added: it was not injected (rename the container, or remove it and let injection add the sidecar)`);
+  } else if (status.capture === 'iptables' && !list(spec.initContainers).some((c) => c.name === CAPTURE_CONTAINER)) {
+    problems.push(`the pod was injected in iptables mode but has no ${CAPTURE_CONTAINER} init container: traffic would reach the app around the sidecar`);
+  }
+  return problems;
 }
 
 /** The pod opted into running without the sidecar: it says so on itself, so `kubectl get` shows it. */

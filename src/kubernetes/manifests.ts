@@ -3,6 +3,7 @@
  * every workload's pod template, then, in port capture mode, the Services in the same stream that
  * would still reach the app's port by number.
  */
+import { ANNOTATION } from './annotations.js';
 import { injectPodTemplate, type InjectDefaults, type Injection, type PodTemplate } from './inject.js';
 
 type Obj = Record<string, unknown>;
@@ -28,6 +29,8 @@ export function podTemplateOf(doc: Obj): PodTemplate | undefined {
   return undefined;
 }
 
+/** List, DeploymentList, PodList...: anything with items. */
+const isList = (doc: Obj): boolean => typeof doc.kind === 'string' && doc.kind.endsWith('List') && Array.isArray(doc.items);
 const nameOf = (doc: Obj): string => `${String(doc.kind)}/${String((doc.metadata as Obj | undefined)?.name ?? '?')}`;
 const namespaceOf = (doc: Obj): string | undefined => (doc.metadata as Obj | undefined)?.namespace as string | undefined;
 
@@ -38,10 +41,19 @@ export function injectManifests(docs: Obj[], defaults: InjectDefaults): { docs: 
   const report: StreamReport = { injected: [], refused: [], unprotected: [], warnings: [], servicesRewritten: [] };
   const taken: Taken[] = [];
   const one = (doc: Obj): Obj => {
-    if (doc.kind === 'List' && Array.isArray(doc.items)) return { ...doc, items: (doc.items as Obj[]).map(one) };
+    if (isList(doc)) return { ...doc, items: (doc.items as Obj[]).map(one) };
     const template = podTemplateOf(doc);
-    if (!template) return doc;
     const name = nameOf(doc);
+    const own = (doc.metadata as { annotations?: Record<string, string> } | undefined)?.annotations?.[ANNOTATION.inject];
+    if (!template) {
+      const nested = ((doc.spec as Obj | undefined)?.template as PodTemplate | undefined)?.metadata?.annotations?.[ANNOTATION.inject];
+      if (nested === 'true') report.warnings.push(`${name}: a pod template asks for the sidecar in a kind inject does not know; its pods get it only from the webhook`);
+      return doc;
+    }
+    if (own !== undefined && doc.kind !== 'Pod' && template.metadata?.annotations?.[ANNOTATION.inject] === undefined) {
+      report.refused.push(`${name}: ${ANNOTATION.inject} is on the ${String(doc.kind)} itself; put it on the pod template (spec.template.metadata.annotations), which its pods inherit`);
+      return doc;
+    }
     const replicas = typeof (doc.spec as Obj | undefined)?.replicas === 'number' ? (doc.spec as Obj).replicas as number : undefined;
     const r = injectPodTemplate(template, defaults, { kind: String(doc.kind), ...(replicas !== undefined ? { replicas } : {}) });
     if (r.outcome === 'refused') report.refused.push(...r.reasons.map((x) => `${name}: ${x}`));
@@ -74,14 +86,17 @@ export function injectManifests(docs: Obj[], defaults: InjectDefaults): { docs: 
  * number (or by leaving targetPort to default to `port`) would still go around it. Rewritten in place.
  */
 function rewriteServices(doc: Obj, taken: Taken[], report: StreamReport): boolean {
-  if (doc.kind === 'List' && Array.isArray(doc.items)) return (doc.items as Obj[]).map((d) => rewriteServices(d, taken, report)).some(Boolean);
+  if (isList(doc)) return (doc.items as Obj[]).map((d) => rewriteServices(d, taken, report)).some(Boolean);
   if (doc.kind !== 'Service') return false;
   const spec = doc.spec as Obj | undefined;
   const selector = spec?.selector as Record<string, string> | undefined;
   if (!selector || Object.keys(selector).length === 0 || !Array.isArray(spec?.ports)) return false;
   let changed = false;
   for (const t of taken) {
-    if (t.injection.capture !== 'port' || t.namespace !== namespaceOf(doc)) continue;
+    // An object without a namespace lands in the release's: treat it as matching any (a wrong rewrite breaks a
+    // Service, a missed one goes around the sidecar).
+    const ns = namespaceOf(doc);
+    if (t.injection.capture !== 'port' || (t.namespace !== undefined && ns !== undefined && t.namespace !== ns)) continue;
     if (!Object.entries(selector).every(([k, v]) => t.labels[k] === v)) continue;
     for (const p of spec.ports as Obj[]) {
       if ((p.protocol ?? 'TCP') !== 'TCP') continue;

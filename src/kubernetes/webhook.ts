@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ANNOTATION, CONTAINER } from './annotations.js';
-import { injectPodTemplate, type InjectDefaults, type InjectResult, type PodTemplate } from './inject.js';
+import { injectedProblems, injectPodTemplate, type InjectDefaults, type InjectResult, type PodTemplate } from './inject.js';
 
 const MAX_REVIEW_BYTES = 3 * 1024 * 1024;
 
@@ -46,7 +46,12 @@ export function guardDecision(pod: PodTemplate): { allowed: boolean; message?: s
   if (a[ANNOTATION.inject] === undefined || a[ANNOTATION.inject] === 'false') return { allowed: true };
   const spec = pod.spec ?? {};
   const all = [...(Array.isArray(spec.containers) ? spec.containers : []), ...(Array.isArray(spec.initContainers) ? spec.initContainers : [])];
-  if (all.some((c) => c?.name === CONTAINER)) return { allowed: true };
+  if (all.some((c) => c?.name === CONTAINER)) {
+    const problems = injectedProblems(pod);
+    if (!problems.length) return { allowed: true };
+    if (a[ANNOTATION.allowUnprotected] === 'true') return { allowed: true, warning: `agents-chain: this pod runs WITHOUT the sidecar's protection (allow-unprotected): ${problems.join('; ')}` };
+    return { allowed: false, message: `agents-chain: ${problems.join('; ')}` };
+  }
   const why = `the pod asks for the sidecar (${ANNOTATION.inject}: "${a[ANNOTATION.inject]}") and has none: its namespace is not watched by the agents-chain injection webhook (label it agents-chain.io/injection=enabled), or injection did not run`;
   if (a[ANNOTATION.allowUnprotected] === 'true') return { allowed: true, warning: `agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${why}` };
   return { allowed: false, message: `agents-chain: ${why}` };

@@ -77,6 +77,19 @@ describe('agents-chain inject (a Helm post-renderer)', () => {
     expect(e.stderr).toContain(`${bad}:2:14: captureMode must be iptables or port`);
   });
 
+  it('reads YAML as helm and kubectl do (1.1): `hostNetwork: yes` is refused, a merge key is followed, and "yes" stays a string', async () => {
+    requireBuild();
+    const base = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations: { agents-chain.io/inject: "true", agents-chain.io/policy: web-policy }\nspec:\n  containers:\n    - { name: app, image: web, ports: [{ name: http, containerPort: 8080 }], env: [{ name: FLAG, value: "yes" }] }\n';
+    const onHost = await runCli(['inject'], {}, `${base}  hostNetwork: yes\n`);
+    expect(onHost.code).toBe(1);
+    expect(onHost.stderr).toMatch(/cannot inject Pod\/web: the pod uses hostNetwork: true/);
+    const merged = await runCli(['inject'], {}, base.replace('  annotations: { agents-chain.io/inject: "true", agents-chain.io/policy: web-policy }\n', '  <<: &meta { annotations: { agents-chain.io/inject: "true", agents-chain.io/policy: web-policy } }\n'));
+    expect(merged.stderr).toContain('1 pod template injected');
+    const ok = await runCli(['inject'], {}, base);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/value: "yes"|value: 'yes'/);
+  });
+
   it('refuses YAML it cannot parse, naming line and column', async () => {
     requireBuild();
     const broken = await inject('kind: Deployment\nspec: [unclosed\n');

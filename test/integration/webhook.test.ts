@@ -96,6 +96,9 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       expect(guarded.json.response).toMatchObject({ uid: 'uid-10', allowed: false, status: { code: 403 } });
       expect(guarded.json.response.status!.message).toMatch(/not watched by the agents-chain injection webhook \(label it agents-chain.io\/injection=enabled\)/);
       expect((await review(patched, 'uid-11', '/validate')).json.response).toEqual({ uid: 'uid-11', allowed: true });
+      // An injected pod edited to run in the node's network (the capture rules would rewrite the node's): refused.
+      const onHost = await review({ ...patched, spec: { ...patched.spec, hostNetwork: true } }, 'uid-14', '/validate');
+      expect(onHost.json.response).toMatchObject({ uid: 'uid-14', allowed: false, status: { message: expect.stringMatching(/hostNetwork: true/) } });
       expect((await review(pod({}), 'uid-12', '/validate')).json.response).toEqual({ uid: 'uid-12', allowed: true });
       const openly = await review(pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/allow-unprotected': 'true' }), 'uid-13', '/validate');
       expect(openly.json.response).toMatchObject({ uid: 'uid-13', allowed: true, warnings: [expect.stringMatching(/WITHOUT the sidecar/)] });

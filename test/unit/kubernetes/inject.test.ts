@@ -145,6 +145,26 @@ describe('injectPodTemplate fails closed', () => {
     expect(refusedWith(injectPodTemplate(t, defaults))).toMatch(reason);
   });
 
+  it.each<[string, PodTemplate, RegExp]>([
+    ['another container declares the app\'s port name', pod({ [ANNOTATION.capture]: 'port', [ANNOTATION.upstreamPort]: 'http' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] }, { name: 'proxy', image: 'y', ports: [{ name: 'http', containerPort: 9000 }] }] }), /container proxy also declares a port named "http"/],
+    ['the app\'s port number under a second name', pod({ [ANNOTATION.capture]: 'port', [ANNOTATION.upstreamPort]: 'http' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }, { name: 'web', containerPort: 8080 }] }] }), /port 8080 is also declared as "web"/],
+    ['a hostPort on the app\'s port', pod({ [ANNOTATION.capture]: 'port' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080, hostPort: 8080 }] }] }), /has a hostPort/],
+  ])('port mode refuses %s (a way around the sidecar)', (_what, t, reason) => {
+    expect(refusedWith(injectPodTemplate(t, defaults))).toMatch(reason);
+  });
+
+  it('an "already injected" pod is checked, not trusted by its container name', () => {
+    const done = injected(injectPodTemplate(pod({}), defaults)).template;
+    const onHost = structuredClone(done);
+    onHost.spec!.hostNetwork = true;
+    expect(refusedWith(injectPodTemplate(onHost, defaults))).toMatch(/has the sidecar but uses hostNetwork: true/);
+    const noCapture = structuredClone(done);
+    noCapture.spec!.initContainers = [];
+    expect(refusedWith(injectPodTemplate(noCapture, defaults))).toMatch(/no agents-chain-capture init container/);
+    const ownContainer = pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 8080 }] }, { name: CONTAINER, image: 'not-ours' }] });
+    expect(refusedWith(injectPodTemplate(ownContainer, defaults))).toMatch(/a container is named agents-chain but agents-chain.io\/status does not say/);
+  });
+
   it('lists every reason at once', () => {
     const reasons = refusedWith(injectPodTemplate(pod({ [ANNOTATION.port]: 'x', [ANNOTATION.logLevel]: 'loud', [ANNOTATION.capture]: 'ebpf' }), defaults));
     expect(reasons.split('\n')).toHaveLength(3);
@@ -200,6 +220,19 @@ describe('injectManifests (the post-renderer\'s stream)', () => {
     expect(ports(4)).toEqual([{ port: 80, targetPort: 8080 }]);
     expect(r.changed).toEqual([true, true, true, false, false]);
     expect(r.report.servicesRewritten).toEqual([expect.stringMatching(/^Service\/by-number: port 80 → targetPort http \(was 8080\)/), expect.stringMatching(/^Service\/by-default/)]);
+  });
+
+  it('typed lists, the annotation on the wrong object, kinds it does not know, a namespace on one side only', () => {
+    const deployment = (extra: Record<string, unknown> = {}) => ({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', ...extra }, spec: { selector: { matchLabels: { app: 'web' } }, template: pod({ [ANNOTATION.capture]: 'port' }) } });
+    const list = injectManifests([{ apiVersion: 'v1', kind: 'DeploymentList', items: [deployment()] }], defaults);
+    expect(list.report.injected).toEqual(['Deployment/web']);
+    const onWorkload = { ...deployment({ annotations: { [ANNOTATION.inject]: 'true' } }), spec: { selector: {}, template: { spec: { containers: [{ name: 'app', image: 'x' }] } } } };
+    expect(injectManifests([onWorkload], defaults).report.refused).toEqual([expect.stringMatching(/^Deployment\/web: agents-chain.io\/inject is on the Deployment itself; put it on the pod template/)]);
+    const rollout = { apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', metadata: { name: 'web' }, spec: { template: pod({}) } };
+    expect(injectManifests([rollout], defaults).report.warnings).toEqual([expect.stringMatching(/^Rollout\/web: a pod template asks for the sidecar in a kind inject does not know/)]);
+    const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web' }, spec: { selector: { app: 'web' }, ports: [{ port: 80, targetPort: 8080 }] } };
+    const r = injectManifests([deployment({ namespace: 'prod' }), svc], defaults);
+    expect((r.docs[1]!.spec as C).ports[0].targetPort).toBe('http');
   });
 
   it('collects each refused object with its reasons, and is idempotent', () => {
