@@ -8,5 +8,9 @@ export default defineConfig({
     globalSetup: [fileURLToPath(new URL('./support/global-setup.ts', import.meta.url))],
     // `serve` children stop at once on SIGTERM unless a test asks for the drain delay (shutdown.test.ts does).
     env: { AGENTS_CHAIN_DRAIN_DELAY_MS: '0' },
+    // A hang guard, not a speed target: integration tests spawn several CLI processes (~0.5-1 s each on two
+    // busy cores, beside helm, network namespaces and the Go/PHP backends); 5 s was hit by a 4-process test.
+    testTimeout: 20_000,
+    hookTimeout: 30_000,
   },
 });
