@@ -1,9 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import { webhookHandler } from '../kubernetes/webhook.js';
 import { createLogger } from '../log.js';
 import { parseHostPort } from '../proxy/server.js';
-import { parseCommand, required } from './args.js';
+import { parseCommand, required, UsageError } from './args.js';
 import { DEFAULT_IMAGE, injectDefaultsFrom } from './inject.js';
 
 const USAGE = `Usage: agents-chain webhook --tls-cert FILE --tls-key FILE [--listen HOST:PORT] [--defaults FILE] [--image IMAGE] [--native-sidecar]
@@ -21,19 +22,25 @@ Options:
   --listen HOST:PORT [0.0.0.0:8443]
   --defaults FILE    injection defaults (YAML; the chart mounts its <release>-injection ConfigMap)
                                                            AGENTS_CHAIN_INJECT_DEFAULTS
+  --tls-reload-ms N  how often the certificate files are read again (cert-manager renews the
+                     Secret in place; a renewed pair is served without a restart) [10000]
   --image IMAGE      the sidecar image [${DEFAULT_IMAGE}]   AGENTS_CHAIN_IMAGE
   --native-sidecar   inject as a native sidecar unless a pod says otherwise
 `;
 
 export async function webhookCommand(argv: string[]): Promise<number> {
   const args = parseCommand(argv, {
-    'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, listen: { type: 'string' }, defaults: { type: 'string' }, image: { type: 'string' }, 'native-sidecar': { type: 'boolean' },
+    'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, listen: { type: 'string' }, defaults: { type: 'string' }, 'tls-reload-ms': { type: 'string' }, image: { type: 'string' }, 'native-sidecar': { type: 'boolean' },
   }, USAGE);
   if (!args) return 0;
   const v = args.values;
   const env = process.env;
-  const cert = await readFile(required(v['tls-cert'] ?? env.AGENTS_CHAIN_TLS_CERT, '--tls-cert', USAGE));
-  const key = await readFile(required(v['tls-key'] ?? env.AGENTS_CHAIN_TLS_KEY, '--tls-key', USAGE));
+  const certFile = required(v['tls-cert'] ?? env.AGENTS_CHAIN_TLS_CERT, '--tls-cert', USAGE);
+  const keyFile = required(v['tls-key'] ?? env.AGENTS_CHAIN_TLS_KEY, '--tls-key', USAGE);
+  const reloadMs = Number(v['tls-reload-ms'] ?? 10_000);
+  if (!Number.isInteger(reloadMs) || reloadMs < 100) throw new UsageError(`--tls-reload-ms must be a whole number of ms, at least 100, got "${v['tls-reload-ms']}"`);
+  let cert = await readFile(certFile);
+  let key = await readFile(keyFile);
   const log = createLogger();
   const defaults = injectDefaultsFrom(v, env);
   const server = createServer({ cert, key, minVersion: 'TLSv1.2' }, webhookHandler(defaults, { info: (msg, fields) => log.info(msg, fields), warn: (msg, fields) => log.warn(msg, fields) }));
@@ -41,7 +48,24 @@ export async function webhookCommand(argv: string[]): Promise<number> {
   await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(at.port, at.host, resolve); });
   const addr = server.address() as { address: string; port: number };
   log.info('webhook listening', { listen: `https://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, image: defaults.image, capture: defaults.captureMode, port: defaults.port, adminPort: defaults.adminPort });
-  const stop = (): void => { server.close(() => process.exit(0)); server.closeIdleConnections(); };
+  // The API server refuses an expired certificate, and with failurePolicy Fail that stops every annotated
+  // rollout: follow the Secret's renewals (an atomic swap of both files) without a restart.
+  const reload = setInterval(() => {
+    void Promise.all([readFile(certFile), readFile(keyFile)]).then(([c, k]) => {
+      if (c.equals(cert) && k.equals(key)) return;
+      try {
+        createSecureContext({ cert: c, key: k }); // refuses a key that does not match the certificate
+        server.setSecureContext({ cert: c, key: k, minVersion: 'TLSv1.2' });
+        cert = c;
+        key = k;
+        log.info('webhook certificate reloaded', { cert: certFile });
+      } catch (err) {
+        log.warn('webhook certificate not reloaded: still serving the previous one', { cert: certFile, error: (err as Error).message });
+      }
+    }, (err: Error) => log.warn('webhook certificate files unreadable: still serving the previous one', { error: err.message }));
+  }, reloadMs);
+  reload.unref();
+  const stop = (): void => { clearInterval(reload); server.close(() => process.exit(0)); server.closeIdleConnections(); };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   return 0;

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile } from 'node:fs/promises';
+import { connect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
@@ -9,6 +10,7 @@ import { INJECT_DEFAULTS } from '../../src/kubernetes/defaults.js';
 import { injectPodTemplate } from '../../src/kubernetes/inject.js';
 import { requireBuild, startCli } from '../support/cli.js';
 import { validateObject } from '../support/kubernetes.js';
+import { until } from '../support/until.js';
 
 const IMAGE = 'registry.example.com/agents-chain:0.1.0';
 
@@ -109,6 +111,39 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       wh.child.kill('SIGTERM');
       await once(wh.child, 'exit');
       await tls.close();
+    }
+  });
+});
+
+describe('agents-chain webhook follows certificate renewals', () => {
+  it('serves a renewed pair without a restart, and keeps the old one while the files do not match', async () => {
+    requireBuild();
+    const dir = await mkdtemp(join(tmpdir(), 'agents-chain-webhook-tls-'));
+    const cert = join(dir, 'tls.crt');
+    const key = join(dir, 'tls.key');
+    const issue = (cn: string, certOut = cert, keyOut = key) => execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+      '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', keyOut, '-out', certOut], { stdio: 'ignore' });
+    issue('first');
+    const wh = await startCli(['webhook', '--tls-cert', cert, '--tls-key', key, '--listen', '127.0.0.1:0', '--tls-reload-ms', '200'], /webhook listening/);
+    const { port } = new URL((JSON.parse(wh.line) as { listen: string }).listen);
+    const served = () => new Promise<string>((resolve, reject) => {
+      const s = connect({ host: '127.0.0.1', port: Number(port), rejectUnauthorized: false }, () => { resolve(String(s.getPeerCertificate().subject.CN)); s.end(); });
+      s.on('error', reject);
+    });
+    try {
+      expect(await served()).toBe('first');
+      // A certificate whose key is not (yet) the one beside it: refused, the previous pair stays.
+      issue('mismatched', join(dir, 'other.crt'), join(dir, 'other.key'));
+      await copyFile(join(dir, 'other.crt'), cert);
+      await until(() => wh.output().includes('webhook certificate not reloaded'));
+      expect(await served()).toBe('first');
+      // The renewed pair (as cert-manager writes it: both files) is served from the next read.
+      issue('renewed');
+      await until(async () => (await served()) === 'renewed');
+      expect(wh.output()).toContain('webhook certificate reloaded');
+    } finally {
+      wh.child.kill('SIGTERM');
+      await once(wh.child, 'exit');
     }
   });
 });
