@@ -116,6 +116,8 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
       if (p.containerPort === port || p.containerPort === adminPort) reasons.push(`port ${p.containerPort} of container ${String(c.name)} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
     }
   }
+  const mesh = meshProblem([...containers, ...inits], capture);
+  if (mesh) reasons.push(mesh);
   // In the node's network namespace the capture rules would redirect the node's own traffic, and the app's
   // port is the node's: no NetworkPolicy applies to it either. Neither mode can protect such a pod.
   if (spec.hostNetwork !== undefined && spec.hostNetwork !== false) reasons.push('the pod uses hostNetwork: true, where the app\'s port is the node\'s and neither capture mode can keep traffic from going around the sidecar');
@@ -197,6 +199,14 @@ function sidecarPort(value: string | undefined, fallback: number, name: string, 
   return fallback;
 }
 
+/** Containers other meshes add; their init containers redirect inbound traffic too, and only one redirect can win. */
+const MESH_CONTAINERS = new Set(['istio-proxy', 'istio-init', 'istio-validation', 'linkerd-proxy', 'linkerd-init']);
+
+function meshProblem(containers: Obj[], capture: unknown): string | undefined {
+  const mesh = containers.map((c) => String(c.name)).find((n) => MESH_CONTAINERS.has(n));
+  return mesh && capture === 'iptables' ? `the pod has ${mesh} (another mesh's inbound capture): use ${ANNOTATION.capture}: port, which runs behind it` : undefined;
+}
+
 /** What makes an already injected pod not protected (empty: it is as injection left it). Pure; the guard uses it too. */
 export function injectedProblems(pod: PodTemplate): string[] {
   const spec = pod.spec ?? {};
@@ -213,6 +223,9 @@ export function injectedProblems(pod: PodTemplate): string[] {
   } else if (status.capture === 'iptables' && !list(spec.initContainers).some((c) => c.name === CAPTURE_CONTAINER)) {
     problems.push(`the pod was injected in iptables mode but has no ${CAPTURE_CONTAINER} init container: traffic would reach the app around the sidecar`);
   }
+  // A mesh webhook that ran after ours (we are called again: reinvocationPolicy IfNeeded) added its own capture.
+  const mesh = meshProblem([...list(spec.containers), ...list(spec.initContainers)], status?.capture);
+  if (mesh) problems.push(mesh);
   return problems;
 }
 

@@ -140,6 +140,7 @@ describe('injectPodTemplate fails closed', () => {
     ['a bad Secret name', pod({ [ANNOTATION.redisSecret]: 'Redis URL' }), /redis-secret must be a Secret name/],
     ['a Job with native-sidecar "false"', pod({ [ANNOTATION.nativeSidecar]: 'false' }, { restartPolicy: 'Never' }), /runs to completion .* must be a native sidecar/],
     ['hostNetwork: true (the app\'s port is the node\'s)', pod({}, { hostNetwork: true }), /hostNetwork: true/],
+    ['an Istio sidecar in iptables mode (two inbound redirects)', pod({}, { initContainers: [{ name: 'istio-init', image: 'istio/proxyv2' }] }), /has istio-init .* use agents-chain.io\/capture: port/],
     ['a gRPC probe on a captured port', pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 8080 }], livenessProbe: { grpc: { port: 8080 } } }] }), /gRPC probe on captured port 8080/],
   ])('refuses %s, with the reason', (_what, t, reason) => {
     expect(refusedWith(injectPodTemplate(t, defaults))).toMatch(reason);
@@ -161,6 +162,10 @@ describe('injectPodTemplate fails closed', () => {
     const noCapture = structuredClone(done);
     noCapture.spec!.initContainers = [];
     expect(refusedWith(injectPodTemplate(noCapture, defaults))).toMatch(/no agents-chain-capture init container/);
+    const meshAfter = structuredClone(done);
+    meshAfter.spec!.containers = [...(meshAfter.spec!.containers as C[]), { name: 'istio-proxy', image: 'istio/proxyv2' }];
+    expect(refusedWith(injectPodTemplate(meshAfter, defaults))).toMatch(/has istio-proxy/);
+    expect(injected(injectPodTemplate(pod({ [ANNOTATION.capture]: 'port' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] }, { name: 'istio-proxy', image: 'i' }] }), defaults)).injection.capture).toBe('port');
     const ownContainer = pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 8080 }] }, { name: CONTAINER, image: 'not-ours' }] });
     expect(refusedWith(injectPodTemplate(ownContainer, defaults))).toMatch(/a container is named agents-chain but agents-chain.io\/status does not say/);
   });
