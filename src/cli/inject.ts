@@ -1,7 +1,9 @@
 import { parseAllDocuments, stringify } from 'yaml';
 import { ANNOTATION } from '../kubernetes/annotations.js';
 import { DEFAULT_IMAGE, INJECT_DEFAULTS, loadInjectDefaults, type InjectDefaults } from '../kubernetes/defaults.js';
-import { injectManifests } from '../kubernetes/manifests.js';
+import { injectManifests, type StreamReport } from '../kubernetes/manifests.js';
+import { loadPolicyText } from '../policy/load.js';
+import { adminStartupProblem } from '../proxy/admin.js';
 import { parseCommand } from './args.js';
 
 export { DEFAULT_IMAGE } from '../kubernetes/defaults.js';
@@ -49,6 +51,35 @@ export function injectDefaultsFrom(v: { defaults?: string; image?: string; 'nati
   return { ...base, ...(image ? { image } : {}), ...(v['native-sidecar'] ? { nativeSidecar: true } : {}) };
 }
 
+/**
+ * A policy ConfigMap shipped in the same manifests is checked as the sidecar will load it, so a bad policy
+ * (or approvals without an admin token, which the sidecar refuses to start with) stops the install here
+ * instead of crash-looping the pods.
+ */
+async function policyProblems(docs: Record<string, unknown>[], report: StreamReport): Promise<string[]> {
+  const maps = new Map<string, string>();
+  const walk = (d: Record<string, unknown>): void => {
+    if (Array.isArray(d.items)) for (const i of d.items as Record<string, unknown>[]) walk(i);
+    const meta = d.metadata as { name?: string; namespace?: string } | undefined;
+    const text = (d.data as Record<string, unknown> | undefined)?.['policy.yaml'];
+    if (d.kind === 'ConfigMap' && meta?.name && typeof text === 'string') maps.set(`${meta.namespace ?? ''}/${meta.name}`, text);
+  };
+  docs.forEach(walk);
+  const problems: string[] = [];
+  for (const pod of report.pods) {
+    const text = maps.get(`${pod.namespace ?? ''}/${pod.policy}`) ?? (pod.namespace === undefined ? undefined : maps.get(`/${pod.policy}`));
+    if (text === undefined) continue; // not in this stream: the sidecar checks it at start
+    try {
+      const policy = await loadPolicyText(text, `ConfigMap/${pod.policy}:policy.yaml`);
+      const problem = adminStartupProblem({ adminToken: pod.annotations[ANNOTATION.adminTokenSecret] ? 'set' : undefined, approvals: Boolean(policy.accessRequests) });
+      if (problem) problems.push(`${pod.workload}: its policy has accessRequests, so the sidecar would refuse to start: set ${ANNOTATION.adminTokenSecret} (a Secret with key "token")`);
+    } catch (err) {
+      problems.push(`${pod.workload}: its policy would not load:\n  ${(err as Error).message.split('\n').join('\n  ')}`);
+    }
+  }
+  return problems;
+}
+
 export async function injectCommand(argv: string[]): Promise<number> {
   const args = parseCommand(argv, { defaults: { type: 'string' }, image: { type: 'string' }, 'native-sidecar': { type: 'boolean' } }, USAGE);
   if (!args) return 0;
@@ -65,6 +96,7 @@ export async function injectCommand(argv: string[]): Promise<number> {
   const kept = parsed.map((doc) => ({ doc, value: doc.toJS() as unknown })).filter((d): d is { doc: typeof d.doc; value: Record<string, unknown> } => !!d.value && typeof d.value === 'object');
   const { docs, changed, report } = injectManifests(kept.map((d) => d.value), defaults);
   const say = (line: string): void => void process.stderr.write(`agents-chain inject: ${line}\n`);
+  report.refused.push(...(await policyProblems(docs, report)));
   for (const w of report.warnings) say(`warning: ${w}`);
   if (report.refused.length) {
     for (const r of report.refused) say(`cannot inject ${r}`);

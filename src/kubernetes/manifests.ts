@@ -15,6 +15,8 @@ export interface StreamReport {
   warnings: string[];
   /** "Service/web: port 80 → targetPort http (was 8080)" */
   servicesRewritten: string[];
+  /** What each injected workload's sidecar will load, so the caller can check a policy shipped in the same stream. */
+  pods: { workload: string; namespace?: string; policy: string; annotations: Record<string, string> }[];
 }
 
 const WORKLOADS = ['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'ReplicationController'];
@@ -38,7 +40,7 @@ interface Taken { injection: Injection; labels: Record<string, string>; namespac
 
 /** Injects every pod template of `docs` (Lists too). Pure: returns new documents and what happened. */
 export function injectManifests(docs: Obj[], defaults: InjectDefaults): { docs: Obj[]; changed: boolean[]; report: StreamReport } {
-  const report: StreamReport = { injected: [], refused: [], unprotected: [], warnings: [], servicesRewritten: [] };
+  const report: StreamReport = { injected: [], refused: [], unprotected: [], warnings: [], servicesRewritten: [], pods: [] };
   const taken: Taken[] = [];
   const one = (doc: Obj): Obj => {
     if (isList(doc)) return { ...doc, items: (doc.items as Obj[]).map(one) };
@@ -64,6 +66,8 @@ export function injectManifests(docs: Obj[], defaults: InjectDefaults): { docs: 
     if (r.outcome !== 'injected' && r.outcome !== 'unprotected') return doc;
     if (r.outcome === 'injected') {
       report.injected.push(name);
+      const annotations = template.metadata?.annotations ?? {};
+      report.pods.push({ workload: name, ...(namespaceOf(doc) ? { namespace: namespaceOf(doc) } : {}), policy: annotations[ANNOTATION.policy]!, annotations });
       report.warnings.push(...r.warnings.map((w) => `${name}: ${w}`));
       taken.push({ injection: r.injection, labels: template.metadata?.labels ?? {}, namespace: namespaceOf(doc), workload: name });
     }

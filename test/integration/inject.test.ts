@@ -46,6 +46,20 @@ describe('agents-chain inject (a Helm post-renderer)', () => {
     expect(r.stdout).toBe('');
   });
 
+  it('checks a policy ConfigMap shipped in the same stream as the sidecar will load it: a broken policy, or approvals without an admin token, stop the install', async () => {
+    requireBuild();
+    const broken = await inject(FIXTURE.replace(/  policy\.yaml: \|\n    /, '  policy.yaml: |\n    bogus: 1\n    '));
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(/cannot inject Deployment\/billing: its policy would not load:\n  ConfigMap\/billing-policy:policy\.yaml:1:1: /);
+    const sms = readFileSync(new URL('../../config/examples/sms.yaml', import.meta.url), 'utf8');
+    const approvals = FIXTURE.replace(/  policy\.yaml: \|\n(    .*\n)+/, `  policy.yaml: |\n${sms.split('\n').map((l) => `    ${l}`).join('\n')}\n`);
+    const noToken = await inject(approvals);
+    expect(noToken.code).toBe(1);
+    expect(noToken.stderr).toContain('cannot inject Deployment/billing: its policy has accessRequests, so the sidecar would refuse to start: set agents-chain.io/admin-token-secret');
+    const withToken = await inject(approvals.replace('        agents-chain.io/audit-key-secret: billing-audit-key\n', '        agents-chain.io/audit-key-secret: billing-audit-key\n        agents-chain.io/admin-token-secret: billing-admin\n'));
+    expect(withToken.stderr).toContain('4 pod templates injected');
+  });
+
   it('passes a pod that opts into running unprotected, marked and warned about', async () => {
     requireBuild();
     const text = FIXTURE.replace('        agents-chain.io/policy: billing-policy\n', '        agents-chain.io/allow-unprotected: "true"\n');
