@@ -166,9 +166,12 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const perAgent = v['metrics-agent-label'] || env.AGENTS_CHAIN_METRICS_AGENT_LABEL === 'true' ? { maxAgents } : undefined;
   // Signal handlers first: startSidecar logs "sidecar listening" before it returns, and a SIGTERM right
   // after that line must drain, not kill the process. One before the sidecar is up just exits.
+  // `on`, not `once`: a second SIGTERM (a shell, tini, shareProcessNamespace) must not kill a drain under way.
   let stop: ((signal: string) => void) | undefined;
-  process.once('SIGTERM', () => (stop ? stop('SIGTERM') : process.exit(0)));
-  process.once('SIGINT', () => (stop ? stop('SIGINT') : process.exit(0)));
+  let reload: (() => void) | undefined;
+  process.on('SIGTERM', () => (stop ? stop('SIGTERM') : process.exit(0)));
+  process.on('SIGINT', () => (stop ? stop('SIGINT') : process.exit(0)));
+  process.on('SIGHUP', () => reload?.());
   const sidecar = await startSidecar({
     audit,
     policy,
@@ -192,9 +195,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     appProbes: appProbesFrom(env[APP_PROBES_ENV]),
   });
   // Live reload: the policy file is watched (ConfigMap symlink swaps included) and SIGHUP forces a re-read.
-  const reload = (): void => void sidecar.reloadPolicy();
+  reload = (): void => void sidecar.reloadPolicy();
   const watcher = v['no-watch'] ? undefined : watchPolicyFile(policyFile, reload);
-  process.on('SIGHUP', reload);
   stop = (signal: string): void => {
     log.info('shutting down', { signal });
     watcher?.close();

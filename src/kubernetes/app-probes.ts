@@ -90,9 +90,30 @@ export function parseAppProbes(text: string | undefined): AppProbes {
   return out;
 }
 
+/** The kubelet follows this many redirects to the same host. */
+const MAX_REDIRECTS = 10;
+/** A probe's answer is reused this long: /app-health needs no token, so its callers must not multiply the app's load. */
+export const PROBE_REUSE_MS = 1_000;
+const shared = new WeakMap<AppProbe, { at: number; result: Promise<ProbeResult> }>();
+
+/**
+ * The probe's answer, shared: callers while one runs get its answer, and so do callers within
+ * PROBE_REUSE_MS after it ended. Anyone reaching the admin port can ask; the app sees at most one
+ * probe per second per probe, whatever the number of callers.
+ */
+export function sharedAppProbe(probe: AppProbe, now: () => number = Date.now): Promise<ProbeResult> {
+  const last = shared.get(probe);
+  if (last && (last.at === Infinity || now() - last.at < PROBE_REUSE_MS)) return last.result;
+  const entry = { at: Infinity, result: runAppProbe(probe) };
+  shared.set(probe, entry);
+  void entry.result.then(() => { entry.at = now(); });
+  return entry.result;
+}
+
 /** Runs one probe against the app on 127.0.0.1, as the kubelet would against the pod IP. */
 export function runAppProbe(probe: AppProbe): Promise<ProbeResult> {
-  const ms = probe.timeoutSeconds * 1000;
+  // The whole probe, redirects included, within timeoutSeconds (capped: a huge value overflows the timer).
+  const ms = Math.min(probe.timeoutSeconds * 1000, 2 ** 31 - 1);
   if ('tcpSocket' in probe) {
     return new Promise((resolve) => {
       const socket = connect({ host: '127.0.0.1', port: probe.tcpSocket.port });
@@ -102,7 +123,11 @@ export function runAppProbe(probe: AppProbe): Promise<ProbeResult> {
       socket.once('error', (err: NodeJS.ErrnoException) => done({ ok: false, error: err.code ?? err.message }));
     });
   }
-  const g = probe.httpGet;
+  return httpProbe(probe.httpGet, Date.now() + ms, probe.timeoutSeconds, 0);
+}
+
+function httpProbe(g: Extract<AppProbe, { httpGet: unknown }>['httpGet'], deadline: number, timeoutSeconds: number, hops: number): Promise<ProbeResult> {
+  const ms = Math.max(0, deadline - Date.now());
   const headers: Record<string, string> = { 'user-agent': 'kube-probe/agents-chain', accept: '*/*' };
   // The probe's own headers win, Host included, as with the kubelet.
   for (const { name, value } of g.httpHeaders) headers[name.toLowerCase()] = value;
@@ -116,14 +141,31 @@ export function runAppProbe(probe: AppProbe): Promise<ProbeResult> {
     };
     // agent: false — one connection per probe, closed after it, like the kubelet's prober.
     // rejectUnauthorized: false — the kubelet does not verify the app's certificate either.
-    const req = request({ host: '127.0.0.1', port: g.port, path: g.path, method: 'GET', headers, agent: false, rejectUnauthorized: false }, (res) => {
+    const req = request({ host: '127.0.0.1', port: g.port, path: g.path, method: 'GET', headers, agent: false, rejectUnauthorized: false, maxHeaderSize: 1 << 20 }, (res) => {
       const status = res.statusCode ?? 0;
+      const location = res.headers.location;
+      // As the kubelet: a redirect to the same host is followed (up to 10), one to another host counts as success.
+      if (status >= 300 && status < 400 && location && hops < MAX_REDIRECTS) {
+        let next: URL | undefined;
+        try {
+          next = new URL(location, `${g.scheme.toLowerCase()}://127.0.0.1:${g.port}${g.path}`);
+        } catch {
+          next = undefined;
+        }
+        if (next && (next.hostname === '127.0.0.1' || next.hostname === 'localhost')) {
+          res.resume();
+          clearTimeout(timer);
+          const port = next.port ? Number(next.port) : next.protocol === 'https:' ? 443 : 80;
+          void httpProbe({ ...g, scheme: next.protocol === 'https:' ? 'HTTPS' : 'HTTP', port, path: `${next.pathname}${next.search}` }, deadline, timeoutSeconds, hops + 1).then(done);
+          return;
+        }
+      }
       done({ ok: status >= 200 && status < 400, status });
       // The body is read and dropped, never passed on.
       res.resume();
     });
     // Answered or not, the connection ends by the deadline (a body that never ends would keep it open).
-    const timer = setTimeout(() => { done({ ok: false, error: `no answer within ${probe.timeoutSeconds}s` }); req.destroy(); }, ms);
+    const timer = setTimeout(() => { done({ ok: false, error: `no answer within ${timeoutSeconds}s` }); req.destroy(); }, ms);
     req.once('error', (err: NodeJS.ErrnoException) => done({ ok: false, error: err.code ?? err.message }));
     req.once('close', () => clearTimeout(timer));
     req.end();
@@ -137,8 +179,9 @@ export function runAppProbe(probe: AppProbe): Promise<ProbeResult> {
 export async function answerAppHealth(res: ServerResponse, path: string, probes: AppProbes | undefined): Promise<void> {
   const key = path.slice(APP_HEALTH_PREFIX.length);
   const probe = probes?.get(key);
-  if (!probe) return sendJson(res, 404, { error: 'not_found', message: `no app probe "${key}" (${APP_PROBES_ENV} lists ${probes?.size ? [...probes.keys()].join(', ') : 'none'})` });
-  const r = await runAppProbe(probe);
+  // The names are not listed: the endpoint answers without a token, and they would tell the pod's containers.
+  if (!probe) return sendJson(res, 404, { error: 'not_found', message: `no app probe "${key}" in ${APP_PROBES_ENV}` });
+  const r = await sharedAppProbe(probe);
   const body = { probe: key, status: r.ok ? 'ok' : 'failing', ...(r.status !== undefined ? { appStatus: r.status } : {}), ...(r.error ? { error: r.error } : {}) };
   // Node sends no body to a HEAD request.
   sendJson(res, r.ok ? 200 : 503, body);

@@ -159,15 +159,27 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
     renameProbePorts(owner, app.name!, renamed);
     injection.portName = app.name;
   }
+  if (capture === 'iptables') {
+    for (const c of [...nextContainers, ...nextInits]) {
+      const sc = (c.securityContext ?? {}) as { privileged?: unknown; capabilities?: { add?: unknown } };
+      const added = Array.isArray(sc.capabilities?.add) ? (sc.capabilities!.add as unknown[]).map(String) : [];
+      if (sc.privileged === true || added.some((x) => ['NET_ADMIN', 'SYS_ADMIN', 'ALL'].includes(x.toUpperCase().replace(/^CAP_/, '')))) {
+        warnings.push(`container ${String(c.name)} is privileged or adds NET_ADMIN/SYS_ADMIN: it can change the pod's capture rules and reach the app around the sidecar`);
+      }
+    }
+  }
   if ((context.replicas ?? 1) > 1 && !a[ANNOTATION.redisSecret]) {
     warnings.push(`${context.replicas} replicas without ${ANNOTATION.redisSecret}: each sidecar keeps its own replay window, so one token can be used once per replica; give the replicas a shared Redis`);
   }
 
   const sidecar = sidecarContainer(a, defaults, injection, logLevel, probes);
-  if (native) s.initContainers = [...(capture === 'iptables' ? [captureContainer(defaults, injection, excluded)] : []), { ...sidecar, restartPolicy: 'Always' }, ...nextInits];
+  // Capture runs last of the init containers: capture is inbound only, so running first protects nothing,
+  // and a later init container with NET_ADMIN could flush its rules.
+  const last = capture === 'iptables' ? [captureContainer(defaults, injection, excluded)] : [];
+  if (native) s.initContainers = [{ ...sidecar, restartPolicy: 'Always' }, ...nextInits, ...last];
   else {
     s.containers = [...nextContainers, sidecar];
-    if (capture === 'iptables') s.initContainers = [captureContainer(defaults, injection, excluded), ...nextInits];
+    if (last.length) s.initContainers = [...nextInits, ...last];
   }
   s.volumes = [...list(s.volumes).filter((v) => !String(v.name).startsWith('agents-chain-')), ...volumes(policy!)];
   const grace = drainDelaySeconds(defaults, injection) + SHUTDOWN_GRACE_SECONDS + AUDIT_DRAIN_SECONDS + 5;

@@ -90,7 +90,13 @@ export function tooManyHeaders(raw: readonly string[], max: number): boolean {
   return raw.length / 2 > max;
 }
 
-/** Drops hop-by-hop headers from the app's response. */
+/**
+ * Response headers that would send the agent around the sidecar: Alt-Svc advertises another endpoint
+ * (HTTP/3 over UDP, which capture does not redirect) straight to the app.
+ */
+const AROUND_THE_SIDECAR = new Set(['alt-svc']);
+
+/** Drops hop-by-hop headers, and those that point the client around the sidecar, from the app's response. */
 export function downstreamResponseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
   const listed = new Set<string>();
   const conn = headers.connection;
@@ -99,7 +105,7 @@ export function downstreamResponseHeaders(headers: Record<string, string | strin
   }
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    if (value === undefined || HOP_BY_HOP.has(name) || AROUND_THE_SIDECAR.has(name) || listed.has(name)) continue;
     out[name] = value;
   }
   return out;

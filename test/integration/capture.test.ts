@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgentSigner, type AgentSigner } from '../../src/identity/client.js';
 import { generateAgentKeyPair } from '../../src/identity/keys.js';
 import { CLI, requireBuild, runCli } from '../support/cli.js';
+import { PROBE_REUSE_MS } from '../../src/kubernetes/app-probes.js';
 
 const RUN = `${process.pid.toString(36)}${randomBytes(2).toString('hex')}`;
 const POD = `ac-pod-${RUN}`;
@@ -310,13 +311,14 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     expect(seen('/invoices/inv-6')).toEqual([expect.objectContaining({ remote: '127.0.0.1' })]);
   });
 
-  it('the app-health probe on the admin port reports the app\'s own probe, as the kubelet would call it', () => {
+  it('the app-health probe on the admin port reports the app\'s own probe, as the kubelet would call it', async () => {
     const ok = call(POD_IP, ADMIN_PORT, '/app-health/app/readyz');
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.body!)).toEqual({ probe: 'app/readyz', status: 'ok', appStatus: 200 });
     expect(seen('/ready').at(-1)).toMatchObject({ remote: '127.0.0.1', probe: 'kubelet' });
     // The app turns unready (through the excluded port): the probe follows.
     expect(call(POD_IP, EXCLUDED_PORT, '/toggle-ready').status).toBe(200);
+    await new Promise((r) => setTimeout(r, PROBE_REUSE_MS + 50)); // an answer is reused for a second
     const failing = call(POD_IP, ADMIN_PORT, '/app-health/app/readyz');
     expect(failing.status).toBe(503);
     expect(JSON.parse(failing.body!)).toEqual({ probe: 'app/readyz', status: 'failing', appStatus: 500 });

@@ -35,6 +35,26 @@ function get(url: string, token: string | undefined, agent: Agent | false): Prom
   });
 }
 
+describe('signals during a drain', () => {
+  it('a second SIGTERM does not cut the drain short: the sidecar still stops cleanly, exit 0', async () => {
+    requireBuild();
+    const app = await startRecorder();
+    const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
+      '--drain-delay-ms', '1500'], /sidecar listening/);
+    try {
+      const exited = once(sc.child, 'exit');
+      sc.child.kill('SIGTERM');
+      await until(() => sc.output().includes('"phase":"drain_delay"'));
+      sc.child.kill('SIGTERM');
+      const [code, signal] = await exited;
+      expect({ code, signal }).toEqual({ code: 0, signal: null });
+      expect(sc.output()).toContain('"phase":"stopped"');
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('graceful shutdown', () => {
   it('SIGTERM under load: every call in flight completes, the audit trail drains, exit 0 within the grace period', async () => {
     requireBuild();

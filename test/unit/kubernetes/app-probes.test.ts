@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { parseAppProbes, runAppProbe, type AppProbe } from '../../../src/kubernetes/app-probes.js';
+import { parseAppProbes, PROBE_REUSE_MS, runAppProbe, type AppProbe } from '../../../src/kubernetes/app-probes.js';
 import { createLogger } from '../../../src/log.js';
 import { loadPolicyText } from '../../../src/policy/load.js';
 import { startSidecar, type Sidecar } from '../../../src/proxy/server.js';
@@ -28,6 +28,9 @@ async function startApp(): Promise<App> {
     seen.push({ url: req.url ?? '', headers: req.headers });
     if (req.url === '/toggle') { ready = ready === 200 ? 500 : 200; return void res.end(); }
     if (req.url === '/hang') return; // never answers
+    // Same-host redirects (followed, as the kubelet does): to a failing path, and a loop.
+    if (req.url === '/to-missing') return void res.writeHead(302, { location: '/missing' }).end();
+    if (req.url === '/loop') return void res.writeHead(302, { location: '/loop' }).end();
     const status = req.url?.startsWith('/ready') ? ready : req.url === '/moved' ? 302 : req.url === '/missing' ? 404 : 200;
     res.writeHead(status, { 'content-type': 'text/plain', ...(status === 302 ? { location: 'http://elsewhere.example/' } : {}) });
     res.end(SECRET_BODY);
@@ -93,6 +96,11 @@ describe('runAppProbe against a real app on 127.0.0.1', () => {
     expect(await runAppProbe(http(app.port, '/ready'))).toEqual({ ok: true, status: 200 });
     expect(await runAppProbe(http(app.port, '/moved'))).toEqual({ ok: true, status: 302 });
     expect(await runAppProbe(http(app.port, '/missing'))).toEqual({ ok: false, status: 404 });
+    // A redirect to the same host is followed (a wedged app that redirects to a failing page fails); after 10, the last 3xx counts.
+    expect(await runAppProbe(http(app.port, '/to-missing'))).toEqual({ ok: false, status: 404 });
+    const loops = app.seen.length;
+    expect(await runAppProbe(http(app.port, '/loop'))).toEqual({ ok: true, status: 302 });
+    expect(app.seen.length - loops).toBe(11);
     await runAppProbe(http(app.port, '/toggle'));
     expect(await runAppProbe(http(app.port, '/ready'))).toEqual({ ok: false, status: 500 });
     await runAppProbe(http(app.port, '/toggle'));
@@ -161,6 +169,9 @@ describe('runAppProbe against a real app on 127.0.0.1', () => {
   });
 });
 
+/** Waits until the last probe answer is no longer reused. */
+const reused = () => new Promise((r) => setTimeout(r, PROBE_REUSE_MS + 50));
+
 describe('the admin listener answers /app-health/<container>/<kind>', () => {
   let app: App;
   let sidecar: Sidecar;
@@ -195,13 +206,23 @@ describe('the admin listener answers /app-health/<container>/<kind>', () => {
     expect(ok.json).toEqual({ probe: 'app/readyz', status: 'ok', appStatus: 200 });
     expect(app.seen.at(-1)).toMatchObject({ url: '/ready', headers: { 'x-probe': 'kubelet' } });
     await request(`http://127.0.0.1:${app.port}/toggle`).then((r) => r.body.dump());
+    await reused();
     const failing = await get('/app-health/app/readyz');
     expect(failing.status).toBe(503);
     expect(failing.json).toEqual({ probe: 'app/readyz', status: 'failing', appStatus: 500 });
     expect(ok.text + failing.text).not.toContain('secret');
     expect((await get('/app-health/app/readyz', 'HEAD')).status).toBe(503);
     await request(`http://127.0.0.1:${app.port}/toggle`).then((r) => r.body.dump());
+    await reused();
     expect((await get('/app-health/app/readyz', 'HEAD')).status).toBe(200);
+  });
+
+  it('many callers at once cost the app one probe (the endpoint needs no token: it must not multiply the app\'s load)', async () => {
+    await reused();
+    const before = app.seen.filter((r) => r.url === '/ready').length;
+    const answers = await Promise.all(Array.from({ length: 50 }, () => get('/app-health/app/readyz')));
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    expect(app.seen.filter((r) => r.url === '/ready').length - before).toBe(1);
   });
 
   it('tcpSocket probes: connected is 200, refused is 503 with the reason', async () => {

@@ -96,6 +96,13 @@ describe('injectPodTemplate (iptables capture, the default)', () => {
     expect((shared.template.spec!.containers as C[]).at(-1)!.env).toContainEqual({ name: 'AGENTS_CHAIN_REDIS_URL', valueFrom: { secretKeyRef: { name: 'redis', key: 'url' } } });
   });
 
+  it('warns about containers that could change the capture rules', () => {
+    const t = pod({}, { initContainers: [{ name: 'tune', image: 'x', securityContext: { capabilities: { add: ['NET_ADMIN'] } } }] });
+    const r = injected(injectPodTemplate(t, defaults));
+    expect(r.warnings).toEqual([expect.stringMatching(/container tune is privileged or adds NET_ADMIN/)]);
+    expect((r.template.spec!.initContainers as C[]).map((c) => c.name)).toEqual(['tune', CAPTURE_CONTAINER]);
+  });
+
   it('annotations set the log level and resources', () => {
     const r = injected(injectPodTemplate(pod({ [ANNOTATION.logLevel]: 'debug', [ANNOTATION.cpuRequest]: '200m', [ANNOTATION.memoryLimit]: '1Gi' }), defaults));
     const sc = (r.template.spec!.containers as C[]).at(-1)!;
@@ -192,9 +199,9 @@ describe('injectPodTemplate fails closed', () => {
 });
 
 describe('native sidecars, Jobs and CronJobs', () => {
-  it('as a native sidecar: after the capture init container, before the pod\'s own init containers', () => {
+  it('as a native sidecar: first, then the pod\'s own init containers, then capture (last: nothing after it can flush its rules)', () => {
     const { t } = injectOne(byName('ledger'));
-    expect((t.spec!.initContainers as C[]).map((c) => [c.name, c.restartPolicy])).toEqual([[CAPTURE_CONTAINER, undefined], [CONTAINER, 'Always'], ['migrate', undefined]]);
+    expect((t.spec!.initContainers as C[]).map((c) => [c.name, c.restartPolicy])).toEqual([[CONTAINER, 'Always'], ['migrate', undefined], [CAPTURE_CONTAINER, undefined]]);
     expect((t.spec!.containers as C[]).map((c) => c.name)).toEqual(['ledger']);
     expect((t.spec!.volumes as C[]).map((v) => v.name)).toEqual(['data', 'agents-chain-policy', 'agents-chain-spool', 'agents-chain-tmp']);
   });

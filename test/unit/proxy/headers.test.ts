@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DROPPED_HEADER_FAMILIES, forwardableName, inDroppedFamily } from '../../../src/proxy/header-families.js';
-import { DEFAULT_MAX_HEADERS, tooManyHeaders, upstreamRequestHeaders } from '../../../src/proxy/headers.js';
+import { DEFAULT_MAX_HEADERS, downstreamResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../../src/proxy/headers.js';
 
 const names = (flat: string[]): string[] => flat.filter((_, i) => i % 2 === 0);
 const identity = { agentId: 'agent-1', agentName: 'bot', capability: 'getInvoice' };
@@ -71,5 +71,11 @@ describe('tooManyHeaders', () => {
     const raw = (n: number): string[] => Array.from({ length: n }, () => ['x', '1']).flat();
     expect(tooManyHeaders(raw(DEFAULT_MAX_HEADERS), DEFAULT_MAX_HEADERS)).toBe(false);
     expect(tooManyHeaders(raw(DEFAULT_MAX_HEADERS + 1), DEFAULT_MAX_HEADERS)).toBe(true);
+  });
+});
+
+describe('downstreamResponseHeaders', () => {
+  it('drops Alt-Svc: it would send the agent to the app over HTTP/3 (UDP), which capture does not redirect', () => {
+    expect(downstreamResponseHeaders({ 'alt-svc': 'h3=":443"; ma=86400', 'content-type': 'text/plain', connection: 'keep-alive' })).toEqual({ 'content-type': 'text/plain' });
   });
 });
