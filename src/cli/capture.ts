@@ -81,14 +81,33 @@ interface Installed { installed: true; action: 'installed' | 'already in place';
 /** Reads the nat table, applies what is missing in one iptables-restore transaction, and checks the result. */
 async function install(family: Family, opts: CaptureOptions, before: string): Promise<Installed> {
   const t = TOOLS[family];
-  if (verifyRules(opts, before).length === 0) return { installed: true, action: 'already in place', rules: natText(before) };
+  if (verifyRules(opts, before).length === 0) {
+    await refuseLegacyRules(family, before);
+    return { installed: true, action: 'already in place', rules: natText(before) };
+  }
   const input = restoreInput(opts, before);
   const r = await run(t.restore, ['--noflush'], input);
   if (r.code !== 0) throw new Error(`${t.label}: ${t.restore} --noflush failed (${r.why}): ${oneLine(r.stderr) || 'no message'}${hint(r.stderr)}`);
   const after = await save(family);
   const problems = verifyRules(opts, after);
   if (problems.length) throw new Error(`${t.label}: after ${t.restore} the rules are not in place: ${problems.join('; ')}`);
+  await refuseLegacyRules(family, after);
   return { installed: true, action: 'installed', rules: natText(after) };
+}
+
+const LEGACY_SAVE: Record<Family, string> = { ipv4: 'iptables-legacy-save', ipv6: 'ip6tables-legacy-save' };
+
+/**
+ * The kernel runs the legacy (x_tables) and the nf_tables nat hooks side by side, in an order capture cannot
+ * know: a legacy PREROUTING rule may rewrite a connection before ours sees it. iptables-nft-save says when
+ * legacy tables exist; then their nat PREROUTING must be empty.
+ */
+async function refuseLegacyRules(family: Family, save: string): Promise<void> {
+  if (!/iptables-legacy tables present/.test(save)) return;
+  const r = await run(LEGACY_SAVE[family], ['-t', 'nat']);
+  const rules = r.stdout.split('\n').filter((l) => l.startsWith('-A PREROUTING'));
+  if (r.code !== 0) throw new Error(`${TOOLS[family].label}: legacy iptables tables exist beside nf_tables and ${LEGACY_SAVE[family]} failed (${r.why}): their rules could send traffic around the sidecar`);
+  if (rules.length) throw new Error(`${TOOLS[family].label}: legacy iptables nat rules in PREROUTING (${rules.join(' / ')}) run beside the capture rules and could send traffic around the sidecar: remove them`);
 }
 
 /**
@@ -98,7 +117,11 @@ async function install(family: Family, opts: CaptureOptions, before: string): Pr
 const IPV6_REMEDY = ' (give the node IPv6 nat support, turn IPv6 off in the pod, or use agents-chain.io/capture: port)';
 
 async function ipv6Plan(): Promise<{ current?: string; addresses: string; reason: string }> {
-  const found = ipv6Addresses(await readFile('/proc/net/if_inet6', 'utf8').catch(() => ''));
+  // No file: a kernel without IPv6. Any other read error is not "no IPv6": fail rather than skip the IPv6 rules.
+  const found = ipv6Addresses(await readFile('/proc/net/if_inet6', 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return '';
+    throw new Error(`cannot tell whether the namespace has IPv6 addresses (/proc/net/if_inet6: ${err.message}): not capturing only half the traffic`);
+  }));
   if (found.length === 0) return { addresses: '', reason: 'the namespace has no non-loopback IPv6 address' };
   const addresses = found.map((a) => `${a.address} on ${a.interface}`).join(', ');
   try {
@@ -120,7 +143,8 @@ async function save(family: Family): Promise<string> {
   const t = TOOLS[family];
   const r = await run(t.save, ['-t', 'nat']);
   if (r.code !== 0) throw new Error(`${t.label}: ${t.save} -t nat failed (${r.why}): ${oneLine(r.stderr) || 'no message'}${hint(r.stderr)}`);
-  return r.stdout;
+  // iptables-nft-save warns on stderr when legacy tables exist too; keep that as a comment line for refuseLegacyRules.
+  return /iptables-legacy tables present/.test(r.stderr) ? `${r.stdout}\n# Warning: iptables-legacy tables present\n` : r.stdout;
 }
 
 /** The nat rules that matter to a reader of the log line: our chain and the PREROUTING jumps, no comments or counters. */

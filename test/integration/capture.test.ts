@@ -359,3 +359,26 @@ describe('agents-chain capture without a namespace', () => {
     expect((await runCli(['--help'])).stdout).toMatch(/\n {2}capture {7}install the iptables rules/);
   });
 });
+
+describe.skipIf(problem !== undefined)('agents-chain capture beside legacy iptables rules', () => {
+  const NS = `ac-legacy-${RUN}`;
+  afterAll(() => {
+    try {
+      ip('netns', 'del', NS);
+    } catch {
+      // already gone
+    }
+  });
+
+  it('fails while legacy nat PREROUTING rules exist (the kernel runs both, in an order capture cannot know); passes once they are gone', () => {
+    ip('netns', 'add', NS);
+    inNs(NS, 'iptables-legacy', '-t', 'nat', '-A', 'PREROUTING', '-p', 'tcp', '--dport', '8080', '-j', 'RETURN');
+    const run = () => spawnSync('ip', ['netns', 'exec', NS, process.execPath, CLI, ...CAPTURE_ARGS], { encoding: 'utf8' });
+    const refused = run();
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain('IPv4: legacy iptables nat rules in PREROUTING (-A PREROUTING -p tcp -m tcp --dport 8080 -j RETURN) run beside the capture rules');
+    inNs(NS, 'iptables-legacy', '-t', 'nat', '-F', 'PREROUTING');
+    const ok = run();
+    expect(ok.status, ok.stderr).toBe(0);
+  });
+});
