@@ -13,6 +13,7 @@ import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { parseStrictJson } from '../json/strict.js';
 import { sendJson } from '../proxy/respond.js';
+import { isPortNumber } from './ports.js';
 
 export const APP_PROBES_ENV = 'AGENTS_CHAIN_APP_PROBES';
 export const APP_HEALTH_PREFIX = '/app-health/';
@@ -37,7 +38,6 @@ export interface ProbeResult {
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isPort = (v: unknown): v is number => Number.isInteger(v) && (v as number) > 0 && (v as number) < 65536;
 
 /**
  * AGENTS_CHAIN_APP_PROBES → probes by key. Undefined or empty text: none. Anything malformed throws
@@ -67,12 +67,12 @@ export function parseAppProbes(text: string | undefined): AppProbes {
     if ((value.httpGet === undefined) === (value.tcpSocket === undefined)) throw new Error(`${at} must have exactly one of httpGet and tcpSocket`);
     if (value.tcpSocket !== undefined) {
       const t = value.tcpSocket;
-      if (!isObj(t) || !isPort(t.port)) throw new Error(`${at}.tcpSocket.port must be a port number (1-65535)`);
+      if (!isObj(t) || !isPortNumber(t.port)) throw new Error(`${at}.tcpSocket.port must be a port number (1-65535)`);
       out.set(key, { tcpSocket: { port: t.port }, timeoutSeconds });
       continue;
     }
     const h = value.httpGet;
-    if (!isObj(h) || !isPort(h.port)) throw new Error(`${at}.httpGet.port must be a port number (1-65535)`);
+    if (!isObj(h) || !isPortNumber(h.port)) throw new Error(`${at}.httpGet.port must be a port number (1-65535)`);
     const path = h.path ?? '/';
     if (typeof path !== 'string' || !path.startsWith('/') || /[\s\u0000-\u001f\u007f]/.test(path)) throw new Error(`${at}.httpGet.path must be a path starting with "/" without spaces or control characters`);
     const scheme = String(h.scheme ?? 'HTTP').toUpperCase();

@@ -11,6 +11,7 @@
  * The sidecar's own connection to 127.0.0.1:<app port> starts in OUTPUT and is never redirected.
  */
 
+import { isPortNumber } from './ports.js';
 export const INBOUND_CHAIN = 'AGENTS_CHAIN_INBOUND';
 
 export interface CaptureOptions {
@@ -22,22 +23,12 @@ export interface CaptureOptions {
 
 export type Family = 'ipv4' | 'ipv6';
 
-const isPort = (n: number): boolean => Number.isInteger(n) && n > 0 && n < 65536;
-
-/** "17480,17490, 9100" → [17480, 17490, 9100]; names the flag and the bad entry otherwise. */
-export function parsePortList(text: string, flag: string): number[] {
-  const parts = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  return parts.map((p) => {
-    const n = /^\d{1,5}$/.test(p) ? Number(p) : NaN;
-    if (!isPort(n)) throw new Error(`${flag} takes port numbers (1-65535) separated by commas, got "${p}"`);
-    return n;
-  });
-}
+export { parsePortList } from './ports.js';
 
 /** A problem with the options, or undefined. */
 export function captureOptionsProblem(o: CaptureOptions): string | undefined {
-  if (!isPort(o.redirectTo)) return `--redirect-to must be one port number (1-65535), got ${String(o.redirectTo)}`;
-  const bad = o.excludePorts.find((p) => !isPort(p));
+  if (!isPortNumber(o.redirectTo)) return `--redirect-to must be one port number (1-65535), got ${String(o.redirectTo)}`;
+  const bad = o.excludePorts.find((p) => !isPortNumber(p));
   if (bad !== undefined) return `--exclude-ports must hold port numbers (1-65535), got ${String(bad)}`;
   return undefined;
 }

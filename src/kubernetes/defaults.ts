@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { isMap, isNode, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
+import { isPortNumber } from './ports.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 export const SIDECAR_VERSION = VERSION;
@@ -45,14 +46,13 @@ export const INJECT_DEFAULTS: InjectDefaults = {
 export const SHUTDOWN_GRACE_SECONDS = 15;
 export const AUDIT_DRAIN_SECONDS = 10;
 
-const isPort = (v: unknown): v is number => Number.isInteger(v) && (v as number) > 0 && (v as number) < 65536;
 const CHECKS: { [K in keyof InjectDefaults]: [(v: unknown) => boolean, string] } = {
   image: [(v) => typeof v === 'string' && v.length > 0 && !/\s/.test(v), 'an image reference'],
   imagePullPolicy: [(v) => v === 'Always' || v === 'IfNotPresent' || v === 'Never', 'Always, IfNotPresent or Never'],
   captureMode: [(v) => CAPTURE_MODES.includes(v as CaptureMode), 'iptables or port'],
   nativeSidecar: [(v) => typeof v === 'boolean', 'true or false'],
-  port: [isPort, 'a port number'],
-  adminPort: [isPort, 'a port number'],
+  port: [isPortNumber, 'a port number'],
+  adminPort: [isPortNumber, 'a port number'],
   logLevel: [(v) => (LOG_LEVELS as readonly unknown[]).includes(v), LOG_LEVELS.join(', ')],
   drainDelaySeconds: [(v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 300, 'whole seconds, 0 to 300'],
   resources: [(v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'a resources object (requests, limits)'],

@@ -54,12 +54,23 @@ export function appPort(containers: Obj[], annotation: string | undefined, annot
   return `the pod declares several TCP ports (${candidates.map((p) => `${p.container}:${p.name ?? p.number}`).join(', ')}): set ${annotationName} to the one agents call`;
 }
 
-/** A comma-separated list of port numbers; a string names what is wrong. */
+/** "17480,17490, 9100" → [17480, 17490, 9100]; throws naming the flag (or annotation) and the bad entry. */
+export function parsePortList(text: string, flag: string): number[] {
+  const parts = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return parts.map((p) => {
+    const n = /^\d{1,5}$/.test(p) ? Number(p) : NaN;
+    if (!isPortNumber(n)) throw new Error(`${flag} takes port numbers (1-65535) separated by commas, got "${p}"`);
+    return n;
+  });
+}
+
+/** parsePortList for an annotation that may be absent; a string names what is wrong. */
 export function portList(value: string | undefined, annotationName: string): number[] | string {
-  if (value === undefined || value.trim() === '') return [];
-  const parts = value.split(',').map((s) => s.trim());
-  const bad = parts.filter((s) => !/^\d+$/.test(s) || !isPortNumber(Number(s)));
-  return bad.length ? `${annotationName} must list port numbers separated by commas, got "${value}"` : parts.map(Number);
+  try {
+    return parsePortList(value ?? '', annotationName);
+  } catch (err) {
+    return (err as Error).message;
+  }
 }
 
 /** A Kubernetes resource quantity (e.g. 50m, 64Mi, 1.5Gi). */

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { requireBuild, ROOT, runCli, startCli } from '../support/cli.js';
 import { runHelm, skipWithoutHelm } from '../support/helm.js';
+import { applyPatch, selfSignedCert } from '../support/kubernetes.js';
 
 type Doc = Record<string, any>;
 const toJS = (text: string): Doc[] => parseAllDocuments(text).map((d) => (d as { toJS(): Doc }).toJS()).filter(Boolean);
@@ -41,8 +41,7 @@ describe.skipIf(skipWithoutHelm('the injection parity test'))('chart, CLI and we
 
     const cert = join(dir, 'tls.crt');
     const key = join(dir, 'tls.key');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    selfSignedCert(cert, key);
     const wh = await startCli(['webhook', '--tls-cert', cert, '--tls-key', key, '--listen', '127.0.0.1:0', `--defaults=${defaults}`], /webhook listening/);
     const tls = new Agent({ connect: { ca: await readFile(cert) } });
     try {
@@ -53,12 +52,7 @@ describe.skipIf(skipWithoutHelm('the injection parity test'))('chart, CLI and we
       });
       const response = ((await r.body.json()) as { response: { allowed: boolean; patch: string } }).response;
       expect(response.allowed).toBe(true);
-      const byWebhook = structuredClone(POD);
-      for (const op of JSON.parse(Buffer.from(response.patch, 'base64').toString()) as { path: string; value: unknown }[]) {
-        const [, root, field] = op.path.split('/');
-        byWebhook[root!][field!] = op.value;
-      }
-      expect(byWebhook).toEqual(byCli);
+      expect(applyPatch(POD, response.patch)).toEqual(byCli);
       const sidecar = byCli!.spec.containers.find((c: Doc) => c.name === 'agents-chain');
       const values = toJS(configMap.data['defaults.yaml'])[0]!;
       expect(sidecar.image).toBe(values.image);

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { copyFile, mkdtemp, readFile } from 'node:fs/promises';
 import { connect } from 'node:tls';
@@ -9,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { INJECT_DEFAULTS } from '../../src/kubernetes/defaults.js';
 import { injectPodTemplate } from '../../src/kubernetes/inject.js';
 import { requireBuild, startCli } from '../support/cli.js';
-import { validateObject } from '../support/kubernetes.js';
+import { applyPatch, selfSignedCert, validateObject } from '../support/kubernetes.js';
 import { until } from '../support/until.js';
 
 const IMAGE = 'registry.example.com/agents-chain:0.1.0';
@@ -22,26 +21,13 @@ function pod(annotations: Record<string, string>) {
   };
 }
 
-/** RFC 6902 add/replace of top-level spec and metadata fields: all the webhook emits. */
-function applyPatch(doc: Record<string, any>, ops: { op: string; path: string; value: unknown }[]) {
-  const out = structuredClone(doc);
-  for (const o of ops) {
-    const [, root, field] = o.path.split('/');
-    expect(['add', 'replace']).toContain(o.op);
-    expect(['spec', 'metadata']).toContain(root);
-    out[root!][field!] = o.value;
-  }
-  return out;
-}
-
 describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTPS)', () => {
   it('patches an annotated pod exactly as the injector does, denies one that cannot be injected, and allows others untouched', async () => {
     requireBuild();
     const dir = await mkdtemp(join(tmpdir(), 'agents-chain-webhook-'));
     const cert = join(dir, 'tls.crt');
     const key = join(dir, 'tls.key');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=agents-chain-webhook.agents-chain.svc', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    selfSignedCert(cert, key, 'agents-chain-webhook.agents-chain.svc');
     const wh = await startCli(['webhook', '--tls-cert', cert, '--tls-key', key, '--listen', '127.0.0.1:0', '--image', IMAGE], /webhook listening/);
     const url = (JSON.parse(wh.line) as { listen: string }).listen;
     const tls = new Agent({ connect: { ca: await readFile(cert) } });
@@ -57,8 +43,7 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       const r = await review(annotated, 'uid-1');
       expect(r.status).toBe(200);
       expect(r.json).toMatchObject({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-1', allowed: true, patchType: 'JSONPatch' } });
-      const ops = JSON.parse(Buffer.from(r.json.response.patch!, 'base64').toString()) as { op: string; path: string; value: unknown }[];
-      const patched = applyPatch(annotated, ops);
+      const patched = applyPatch(annotated, r.json.response.patch!);
       const expected = injectPodTemplate(annotated, { ...INJECT_DEFAULTS, image: IMAGE }, { kind: 'Pod' });
       if (expected.outcome !== 'injected') throw new Error(expected.outcome);
       expect(patched.spec).toEqual(expected.template.spec);
@@ -89,8 +74,8 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       const optIn = await review(pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/allow-unprotected': 'true' }), 'uid-8');
       expect(optIn.json.response).toMatchObject({ uid: 'uid-8', allowed: true, patchType: 'JSONPatch' });
       expect(optIn.json.response.warnings!.join()).toMatch(/runs WITHOUT the sidecar/);
-      const marked = applyPatch(pod({}), JSON.parse(Buffer.from(optIn.json.response.patch!, 'base64').toString()));
-      expect(JSON.parse(marked.metadata.annotations['agents-chain.io/status'])).toMatchObject({ injected: false, unprotected: true });
+      const marked = applyPatch(pod({}), optIn.json.response.patch!);
+      expect(JSON.parse(marked.metadata.annotations['agents-chain.io/status']!)).toMatchObject({ injected: false, unprotected: true });
       expect((await review(pod({}), 'uid-9')).json.response).toEqual({ uid: 'uid-9', allowed: true });
 
       // The guard (a validating webhook over the namespaces the injector does not watch): an annotated pod without the sidecar is refused.
@@ -121,8 +106,7 @@ describe('agents-chain webhook follows certificate renewals', () => {
     const dir = await mkdtemp(join(tmpdir(), 'agents-chain-webhook-tls-'));
     const cert = join(dir, 'tls.crt');
     const key = join(dir, 'tls.key');
-    const issue = (cn: string, certOut = cert, keyOut = key) => execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', keyOut, '-out', certOut], { stdio: 'ignore' });
+    const issue = (cn: string, certOut = cert, keyOut = key) => selfSignedCert(certOut, keyOut, cn);
     issue('first');
     const wh = await startCli(['webhook', '--tls-cert', cert, '--tls-key', key, '--listen', '127.0.0.1:0', '--tls-reload-ms', '200'], /webhook listening/);
     const { port } = new URL((JSON.parse(wh.line) as { listen: string }).listen);
