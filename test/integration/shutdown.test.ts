@@ -116,7 +116,7 @@ describe('graceful shutdown', () => {
       expect(before).toMatchObject({ status: 200, connection: 'keep-alive' });
 
       // Clients that open a new connection for every call, from before SIGTERM until told to stop.
-      type Result = { startedAt: number; status?: number; localPort?: number; error?: string };
+      type Result = { startedAt: number; status?: number; error?: string };
       const results: Result[] = [];
       let stopAt = Infinity;
       const client = async (): Promise<void> => {
@@ -127,7 +127,6 @@ describe('graceful shutdown', () => {
           try {
             const x = await get(`${listen}/invoices/inv-2`, token, false);
             r.status = x.status;
-            r.localPort = x.localPort;
           } catch (err) {
             r.error = (err as NodeJS.ErrnoException).code ?? String(err);
           }
@@ -150,6 +149,7 @@ describe('graceful shutdown', () => {
       const pooled = await get(`${listen}/invoices/inv-1`, await bot.sign('getInvoice'), keepAlive);
       expect(pooled).toMatchObject({ status: 200, localPort: before.localPort, connection: 'close' });
       const heldCall = get(`${listen}/invoices/inv-held`, await bot.sign('getInvoice'), false);
+      heldCall.catch(() => {}); // awaited below; an earlier failed assertion must not leave it unhandled
       const probes: number[] = [];
       while (Date.now() < stopAt) {
         probes.push((await fetch(`${admin}/readyz`)).status);
@@ -157,9 +157,9 @@ describe('graceful shutdown', () => {
       }
       await Promise.all(clients);
 
-      // Nothing refused, nothing failed, every call on a connection of its own, and calls all through the delay.
+      // Nothing refused, nothing failed (each call on a connection of its own: `agent: false`; the kernel may reuse
+      // a local port once the previous connection is closed, so ports are not compared), and calls all through the delay.
       expect(results.filter((r) => r.error !== undefined || r.status !== 200)).toEqual([]);
-      expect(new Set(results.map((r) => r.localPort)).size).toBe(results.length);
       const during = results.filter((r) => r.startedAt >= drainStart);
       expect(during.length).toBeGreaterThan(20);
       expect(Math.max(...during.map((r) => r.startedAt))).toBeGreaterThan(drainStart + DELAY - 2000);
@@ -202,7 +202,7 @@ describe('graceful shutdown', () => {
       expect(negative.stderr).toMatch(/got "-1"/);
       expect((await runCli(['serve', '--help'])).stdout).toMatch(/--drain-delay-ms N .*\[5000; 0: none;/s);
       // The environment variable alone: no delay phase, straight to stop accepting.
-      // The "listening" line comes just before serve installs its signal handlers: one admin round trip later they are in.
+      // Started: the admin listener answers (serve's signal handlers are installed before it starts listening).
       const started = async (env: NodeJS.ProcessEnv) => {
         const sc = await startCli(args, /sidecar listening/, env);
         expect((await fetch(`${(JSON.parse(sc.line) as { admin: string }).admin}/healthz`)).status).toBe(200);
