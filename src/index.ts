@@ -5,6 +5,6 @@ export {
 export { generateAgentKeyPair, thumbprintOf, importAgentKey } from './identity/keys.js';
 export { loadPolicyFile, loadPolicyText } from './policy/load.js';
 export { PolicyError, formatIssue, type PolicyIssue } from './policy/issues.js';
-export { startSidecar, type Sidecar, type SidecarOptions } from './proxy/server.js';
+export { startSidecar, type Sidecar, type SidecarOptions } from './sidecar/start.js';
 export { MemoryReplayStore, ReplayStoreUnavailableError, type ReplayStore } from './auth/replay.js';
 export { DENIAL_STATUS, type DenialCode, type ConstraintViolation } from './errors.js';

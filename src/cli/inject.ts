@@ -3,7 +3,7 @@ import { ANNOTATION } from '../kubernetes/annotations.js';
 import { DEFAULT_IMAGE, INJECT_DEFAULTS, loadInjectDefaults, type InjectDefaults } from '../kubernetes/defaults.js';
 import { injectManifests, type StreamReport } from '../kubernetes/manifests.js';
 import { loadPolicyText } from '../policy/load.js';
-import { adminStartupProblem } from '../proxy/admin.js';
+import { adminStartupProblem } from '../admin/handler.js';
 import { parseCommand } from './args.js';
 
 export { DEFAULT_IMAGE } from '../kubernetes/defaults.js';

@@ -3,7 +3,7 @@ import { createServer } from 'node:https';
 import { createSecureContext } from 'node:tls';
 import { webhookHandler } from '../kubernetes/webhook.js';
 import { createLogger } from '../log.js';
-import { parseHostPort } from '../proxy/server.js';
+import { parseHostPort } from '../sidecar/start.js';
 import { parseCommand, required, UsageError } from './args.js';
 import { DEFAULT_IMAGE, injectDefaultsFrom } from './inject.js';
 

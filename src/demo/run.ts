@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createLogger } from '../log.js';
 import { loadPolicyFile } from '../policy/load.js';
-import { startSidecar } from '../proxy/server.js';
+import { startSidecar } from '../sidecar/start.js';
 import { createDemoApp } from './app.js';
 
 /** `make demo`: the demo app behind the sidecar, in-memory stores, example policy. */

@@ -12,7 +12,7 @@ import { request as httpRequest, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { parseStrictJson } from '../json/strict.js';
-import { sendJson } from '../proxy/respond.js';
+import { sendJson } from '../http/respond.js';
 import { isPortNumber } from './ports.js';
 
 export const APP_PROBES_ENV = 'AGENTS_CHAIN_APP_PROBES';

@@ -4,7 +4,7 @@ import type { TestAgent } from '../support/fixture.js';
 import { ADMIN_TOKEN, startApprovalEnv, type ApprovalEnv } from '../support/approvals.js';
 import { REDIS_URL, testPrefix } from '../support/redis.js';
 import { until } from '../support/until.js';
-import type { SidecarOptions } from '../../src/proxy/server.js';
+import type { SidecarOptions } from '../../src/sidecar/start.js';
 
 interface Reply { status: number; headers: Record<string, unknown>; json: any }
 
@@ -424,7 +424,7 @@ describe('the approvals API needs an admin token (library)', () => {
     const { loadPolicyText } = await import('../../src/policy/load.js');
     const { smsPolicy } = await import('../support/approvals.js');
     const { testAgent } = await import('../support/fixture.js');
-    const { startSidecar } = await import('../../src/proxy/server.js');
+    const { startSidecar } = await import('../../src/sidecar/start.js');
     const { createLogger } = await import('../../src/log.js');
     const policy = await loadPolicyText(smsPolicy([await testAgent('a')], { webhookUrl: 'http://127.0.0.1:9/x' }), 'p.yaml');
     const base = { policy, upstream: 'http://127.0.0.1:9', listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}) };

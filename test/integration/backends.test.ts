@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
+import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
 import { BACKENDS, missingTool, startBackend, type Backend, type BackendName, type Seen } from '../support/backends.js';
 import { testAgent, type TestAgent } from '../support/fixture.js';
 import { rawRequest, type RawResponse } from '../support/raw.js';

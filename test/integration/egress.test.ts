@@ -8,7 +8,7 @@ import { generateAgentKeyPair, type AgentKeyPair } from '../../src/identity/keys
 import { until } from '../support/until.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
+import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
 import { startFakeProvider, type FakeProvider } from '../support/fake-provider.js';
 
 const PROVIDER_KEY = 'sk-sidecar-held-provider-key-0123456789';

@@ -201,7 +201,7 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
   it('a reload that adds a capability creates its series at 0 at once', async () => {
     const { readFile } = await import('node:fs/promises');
     const { loadPolicyText } = await import('../../src/policy/load.js');
-    const { startSidecar } = await import('../../src/proxy/server.js');
+    const { startSidecar } = await import('../../src/sidecar/start.js');
     const { createLogger } = await import('../../src/log.js');
     const { startRecorder } = await import('../support/recorder.js');
     const file = new URL('../../config/examples/sms.yaml', import.meta.url).pathname;

@@ -4,7 +4,7 @@ import { request } from 'undici';
 import { createAgentSigner } from '../../src/identity/client.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
+import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
 import { ADMIN_TOKEN, smsPolicy, startInbox, type Inbox } from '../support/approvals.js';
 import { ROOT, requireBuild, startCli } from '../support/cli.js';
 import { billingPolicy, startEnv, testAgent, type TestAgent } from '../support/fixture.js';

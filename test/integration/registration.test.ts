@@ -4,7 +4,7 @@ import { createAgentProof, createAgentSigner, createHostSigner, hostTokenHash, t
 import { generateAgentKeyPair, thumbprintOf, type AgentKeyPair } from '../../src/identity/keys.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/proxy/server.js';
+import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
 import { ISSUER, registration, registrationPolicy } from '../support/registration.js';
 import { signClaims } from '../support/tokens.js';

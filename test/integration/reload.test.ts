@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { createAgentSigner } from '../../src/identity/client.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyFile } from '../../src/policy/load.js';
-import { startSidecar } from '../../src/proxy/server.js';
+import { startSidecar } from '../../src/sidecar/start.js';
 import { ROOT, requireBuild, startCli } from '../support/cli.js';
 import { startRecorder } from '../support/recorder.js';
 import { sample, scrape } from '../support/prom.js';

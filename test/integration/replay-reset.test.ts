@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { markerTime, REPLAY_NAMESPACE } from '../../src/auth/replay-redis.js';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar } from '../../src/proxy/server.js';
+import { startSidecar } from '../../src/sidecar/start.js';
 import { billingPolicy, testAgent, type TestAgent } from '../support/fixture.js';
 import { seedReplayWindow } from '../support/global-setup.js';
 import { startRecorder } from '../support/recorder.js';

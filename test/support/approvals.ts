@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { createLogger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/proxy/server.js';
+import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/sidecar/start.js';
 import { testAgent, type TestAgent } from './fixture.js';
 import { startRecorder, type Recorder } from './recorder.js';
 

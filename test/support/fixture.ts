@@ -3,7 +3,7 @@ import { createAgentSigner, type AgentSigner } from '../../src/identity/client.j
 import { generateAgentKeyPair, type AgentKeyPair } from '../../src/identity/keys.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/proxy/server.js';
+import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/sidecar/start.js';
 import { startRecorder, type Recorder } from './recorder.js';
 
 export interface TestAgent {

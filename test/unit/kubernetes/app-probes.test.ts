@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { parseAppProbes, PROBE_REUSE_MS, runAppProbe, type AppProbe } from '../../../src/kubernetes/app-probes.js';
 import { createLogger } from '../../../src/log.js';
 import { loadPolicyText } from '../../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../../src/proxy/server.js';
+import { startSidecar, type Sidecar } from '../../../src/sidecar/start.js';
 
 /** The app: answers each path with a status, remembers what the probes sent. */
 interface App { port: number; seen: { url: string; headers: IncomingHttpHeaders }[]; server: Server }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DROPPED_HEADER_FAMILIES, forwardableName, inDroppedFamily } from '../../../src/proxy/header-families.js';
-import { DEFAULT_MAX_HEADERS, downstreamResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../../src/proxy/headers.js';
+import { DROPPED_HEADER_FAMILIES, forwardableName, inDroppedFamily } from '../../../src/http/header-families.js';
+import { DEFAULT_MAX_HEADERS, downstreamResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../../src/http/headers.js';
 
 const names = (flat: string[]): string[] => flat.filter((_, i) => i % 2 === 0);
 const identity = { agentId: 'agent-1', agentName: 'bot', capability: 'getInvoice' };

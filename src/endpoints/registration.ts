@@ -6,8 +6,8 @@ import { verifyAgentProof } from '../registration/agent-proof.js';
 import { discoveryDocument } from '../registration/discovery.js';
 import { deriveGrants } from '../registration/grants.js';
 import type { RegisteredAgent } from '../registration/registry.js';
-import { readStrictJsonObject, sendJson } from './respond.js';
-import type { Call, Deps } from './stages.js';
+import { readStrictJsonObject, sendJson } from '../http/respond.js';
+import type { Call, Deps } from '../pipeline/stages.js';
 
 type Refuse = (d: Denial) => void;
 

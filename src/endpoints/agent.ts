@@ -11,12 +11,12 @@ import { grantKey, type Capability, type Policy } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
 import { checkQueryShape, keyReadAs, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget } from '../routing/target.js';
-import { jsonMethodOverride } from './method-override.js';
-import { upstreamRequestHeaders } from './headers.js';
-import { presentSuccess } from './present.js';
-import { sendJson } from './respond.js';
+import { jsonMethodOverride } from '../http/method-override.js';
+import { upstreamRequestHeaders } from '../http/headers.js';
+import { presentSuccess } from '../pipeline/present.js';
+import { sendJson } from '../http/respond.js';
 import { agentStatus, capabilityList, discovery, register, revoke } from './registration.js';
-import { readBody, violationDenial, type Call, type Deps } from './stages.js';
+import { readBody, violationDenial, type Call, type Deps } from '../pipeline/stages.js';
 
 /** Refuses; with the capability known, constraint-aware mode answers with the envelope. */
 type Refuse = (d: Denial, capability?: Capability) => void;

@@ -17,9 +17,9 @@ import type { Capability, Grant, Policy, Route } from '../policy/types.js';
 import { matchRoute } from '../routing/match.js';
 import { checkQueryShape, keyReadAs, readConstrainedQuery } from '../routing/query.js';
 import { parseTarget, type RequestTarget } from '../routing/target.js';
-import { checkJsonRepresentation, hasBody, readBodyLimited } from './body.js';
-import { bodyOverrideDenial } from './method-override.js';
-import { DEFAULT_MAX_HEADERS, repeatedSingleton, tooManyHeaders } from './headers.js';
+import { checkJsonRepresentation, hasBody, readBodyLimited } from '../http/body.js';
+import { bodyOverrideDenial } from '../http/method-override.js';
+import { DEFAULT_MAX_HEADERS, repeatedSingleton, tooManyHeaders } from '../http/headers.js';
 
 /** What a stage needs from outside the request: configuration and the stores. */
 export interface Deps {

@@ -1,6 +1,6 @@
 import { deflateRawSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { decodedContent } from '../../../src/proxy/body.js';
+import { decodedContent } from '../../../src/http/body.js';
 
 const b = (s: string): Buffer => Buffer.from(s);
 

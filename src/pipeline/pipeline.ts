@@ -5,12 +5,12 @@ import type { Logger } from '../log.js';
 import { grantKey, type Capability, type EndpointAuth, type Route } from '../policy/types.js';
 import { callEntry } from './audit-entry.js';
 import { callMetrics } from './call-metrics.js';
-import { ClientAbortedError } from './body.js';
-import { serveEndpoint } from './endpoints.js';
-import type { Upstream } from './forward.js';
-import { upstreamRequestHeaders } from './headers.js';
+import { ClientAbortedError } from '../http/body.js';
+import { serveEndpoint } from '../endpoints/agent.js';
+import type { Upstream } from '../app/upstream.js';
+import { upstreamRequestHeaders } from '../http/headers.js';
 import { presentDenial } from './present.js';
-import { sendJson } from './respond.js';
+import { sendJson } from '../http/respond.js';
 import {
   applyValueApprovals, checkAnyGrant, checkAuditAvailable, checkGrant, checkHostReplay, checkReplay, checkRequestShape, enforceConstraints, evaluateArguments, findRoute,
   ifTokenSent, readArguments, readBody, readToken, selectVariant, signAsAgent, verifyHost, verifyToken, type Call, type Deps, type Stage,

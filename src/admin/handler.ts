@@ -5,10 +5,10 @@ import type { AccessRequest } from '../approvals/types.js';
 import type { AuditTrail } from '../audit/trail.js';
 import type { SidecarMetrics } from '../metrics/metrics.js';
 import type { AgentRegistry } from '../registration/registry.js';
-import { agentView } from './registration.js';
+import { agentView } from '../endpoints/registration.js';
 import { redactForReview } from '../audit/redact.js';
 import type { Logger } from '../log.js';
-import { readJsonObject, sendJson } from './respond.js';
+import { readJsonObject, sendJson } from '../http/respond.js';
 import { APP_HEALTH_PREFIX, answerAppHealth, type AppProbes } from '../kubernetes/app-probes.js';
 
 export interface AdminOptions {

@@ -3,8 +3,8 @@ import type { ServerResponse } from 'node:http';
 import { Pool } from 'undici';
 import { deny, type Denial } from '../errors.js';
 import type { Constraints, Policy } from '../policy/types.js';
-import { presentSuccess } from './present.js';
-import { downstreamResponseHeaders } from './headers.js';
+import { presentSuccess } from '../pipeline/present.js';
+import { downstreamResponseHeaders } from '../http/headers.js';
 
 export interface ForwardRequest {
   method: string;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { throttled, UNAUTHORIZED_LOG_INTERVAL_MS } from '../../../src/proxy/admin.js';
+import { throttled, UNAUTHORIZED_LOG_INTERVAL_MS } from '../../../src/admin/handler.js';
 
 describe('the refused-admin-call log gate', () => {
   it('lets one line through per interval and counts the calls it held back into the next', () => {

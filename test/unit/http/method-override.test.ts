@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { parseContentType } from '../../../src/proxy/body.js';
-import { agreedBoundary, bodyOverrideDenial, jsonMethodOverride, jsonUtf8, multipartMethodOverride, multipartProblem } from '../../../src/proxy/method-override.js';
+import { parseContentType } from '../../../src/http/body.js';
+import { agreedBoundary, bodyOverrideDenial, jsonMethodOverride, jsonUtf8, multipartMethodOverride, multipartProblem } from '../../../src/http/method-override.js';
 import { expectLinear } from '../../support/linear.js';
 
 const b = (s: string): Buffer => Buffer.from(s);
