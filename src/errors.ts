@@ -1,52 +1,107 @@
-/**
- * Every denial the sidecar can answer with. Codes are stable API: clients,
- * dashboards and alerts key on them. The HTTP status of each lives here and
- * nowhere else.
- */
-export const DENIAL_STATUS = {
-  // request shape
-  invalid_path: 400,
-  invalid_query: 400,
-  invalid_header: 400,
-  invalid_body: 400,
-  /** More query pairs than --max-query-params: some parsers stop reading early (Node's querystring and qs at 1000). */
-  too_many_query_parameters: 400,
-  body_too_large: 413,
-  /** More request headers than --max-headers: an app with a header-count limit would not see them all. */
-  too_many_headers: 431,
-  unsupported_media_type: 415,
-  unknown_route: 404,
-  // token (the seed's verification table)
-  token_missing: 401,
-  token_invalid: 401,
-  agent_not_found: 401,
-  token_expired: 401,
-  token_replayed: 401,
-  /** The shared replay store lost its data: tokens issued before the loss was detected are refused for one window. */
-  replay_window_reset: 401,
-  capability_denied: 403,
-  constraint_violated: 403,
-  // registration (host tokens)
-  host_not_found: 401,
-  agent_limit_reached: 403,
-  /** A public key that is not a safe Ed25519 key (small order, non-canonical, malformed). */
-  invalid_agent_key: 400,
-  /** A registration without a valid proof that the caller holds the agent's private key. */
-  proof_invalid: 401,
-  // request_permission
-  not_found: 404,
-  approval_not_needed: 409,
-  access_request_limit: 503,
-  // dependencies
-  replay_store_unavailable: 503,
-  audit_unavailable: 503,
-  upstream_unavailable: 502,
-  internal_error: 500,
-  // never sent: the client hung up mid-request (nginx's 499); recorded in the audit trail
-  client_closed_request: 499,
-} as const satisfies Record<string, number>;
+import type { Constraints } from './policy/types.js';
+import { describeRule } from './context/describe.js';
 
-export type DenialCode = keyof typeof DENIAL_STATUS;
+/**
+ * The denial catalogue: every code the sidecar answers with, on the agent
+ * port, the admin listener and the raw socket, and what each means. Codes are
+ * stable API (clients, dashboards and alerts key on them); the HTTP status,
+ * the audit outcome and the guidance a model reads live here and nowhere else.
+ * `satisfies` makes the compiler check every entry has every fact.
+ */
+export interface DenialFacts {
+  readonly status: number;
+  /** In the audit trail and metrics: `denied` (the caller's fault or the policy's no), `error` (the sidecar or a dependency failed). */
+  readonly outcome: 'denied' | 'error';
+  /** Where the code is answered: `call` (agent port, counted per capability), `admin` (the admin listener), `socket` (before HTTP parsing finished). */
+  readonly where: 'call' | 'admin' | 'socket';
+  /** Plain, actionable next steps for a model (constraint-aware envelope). */
+  readonly guidance: Guidance;
+}
+
+/** What the guidance may mention: the capability, its limits, whether request_permission is served. */
+export interface GuidanceContext {
+  capability: string;
+  activeConstraints?: Constraints;
+  requestPermission: boolean;
+}
+
+type Guidance = (denial: Denial, ctx: GuidanceContext) => string;
+
+const malformed: Guidance = (d) => `The request was malformed: ${d.message}. Fix it and retry with a new token.`;
+const unverified: Guidance = (d, ctx) =>
+  `The sidecar could not verify who you are (${d.message}). Send "Authorization: Bearer <agent+jwt>" signed with your registered key, with aud "${ctx.capability}".`;
+const unavailable: Guidance = (d) => `The service could not handle the call right now (${d.message}). Retry later with a new token.`;
+const asSaid: Guidance = (d) => d.message;
+
+const call = (status: number, guidance: Guidance = asSaid, outcome: DenialFacts['outcome'] = 'denied') => ({ status, outcome, where: 'call', guidance }) as const;
+const failure = (status: number, guidance: Guidance = unavailable) => call(status, guidance, 'error');
+const admin = (status: number) => ({ status, outcome: 'denied', where: 'admin', guidance: asSaid }) as const;
+const socket = (status: number) => ({ status, outcome: 'denied', where: 'socket', guidance: malformed }) as const;
+
+export const DENIALS = {
+  // request shape
+  invalid_path: call(400, malformed),
+  invalid_query: call(400, malformed),
+  invalid_header: call(400, malformed),
+  invalid_body: call(400, malformed),
+  /** More query pairs than --max-query-params: some parsers stop reading early (Node's querystring and qs at 1000). */
+  too_many_query_parameters: call(400, malformed),
+  body_too_large: call(413, malformed),
+  /** More request headers than --max-headers (or a header block over Node's size limit, on the socket). */
+  too_many_headers: call(431, malformed),
+  unsupported_media_type: call(415, malformed),
+  unknown_route: call(404),
+  // token (the verification table of ../shared/seeds/002_9af9aaa6cc5deb37.txt)
+  token_missing: call(401, unverified),
+  token_invalid: call(401, unverified),
+  agent_not_found: call(401, unverified),
+  token_expired: call(401, () => 'Your token has expired. Mint a fresh token for every call (lifetime at most 60 seconds) and retry.'),
+  token_replayed: call(401, () => 'Each token is single-use. Mint a new token (a new jti) for this call and retry.'),
+  /** The shared replay store lost its data: tokens issued before the loss was detected are refused for one window. */
+  replay_window_reset: call(401, () =>
+    'The service lost its record of recently used tokens, so tokens issued before that moment (or within 30 seconds after it) are refused for up to two minutes. Wait a few seconds, mint a new token (new jti, current iat) and retry; new tokens pass again about 30 seconds after the loss was found.'),
+  capability_denied: call(403, (d, ctx) => `You may not call ${ctx.capability}: ${d.message}. Retrying will not help; an operator must grant you this capability.`),
+  constraint_violated: call(403, violationGuidance),
+  // registration (host tokens)
+  host_not_found: call(401),
+  agent_limit_reached: call(403),
+  /** A public key that is not a safe Ed25519 key (small order, non-canonical, malformed). */
+  invalid_agent_key: call(400),
+  /** A registration without a valid proof that the caller holds the agent's private key. */
+  proof_invalid: call(401),
+  // request_permission
+  not_found: call(404),
+  approval_not_needed: call(409, (_d, ctx) => `This call is within your limits: call ${ctx.capability} directly, with a token whose aud is "${ctx.capability}".`),
+  access_request_limit: call(503, () => 'Too many approval requests are waiting for a human right now. Retry later, or fit the call to your limits.'),
+  /** The sidecar is shutting down while a caller waits for a human: the request stays pending at its status URL. */
+  shutting_down: failure(503),
+  // dependencies
+  replay_store_unavailable: failure(503),
+  audit_unavailable: failure(503, asSaid),
+  upstream_unavailable: failure(502),
+  internal_error: failure(500),
+  /** Never sent: the client hung up mid-request (nginx's 499); recorded in the audit trail. */
+  client_closed_request: failure(499, asSaid),
+  // the admin listener
+  admin_disabled: admin(403),
+  unauthorized: admin(401),
+  already_resolved: admin(409),
+  invalid_code: admin(403),
+  too_many_attempts: admin(429),
+  invalid_scope: admin(400),
+  // the socket, before a request was parsed
+  request_timeout: socket(408),
+  invalid_request: socket(400),
+} as const satisfies Record<string, DenialFacts>;
+
+export type DenialCode = keyof typeof DENIALS;
+/** The codes answered on the agent port (what metrics label denials with). */
+export type CallDenialCode = { [C in DenialCode]: (typeof DENIALS)[C]['where'] extends 'call' ? C : never }[DenialCode];
+
+/** HTTP status per code answered on the agent port (kept for the package's users; DENIALS has every fact). */
+export const DENIAL_STATUS = Object.fromEntries(
+  Object.entries(DENIALS).filter(([, f]) => f.where === 'call').map(([code, f]) => [code, f.status]),
+) as Readonly<Record<CallDenialCode, number>>;
 
 export interface ConstraintViolation {
   field: string;
@@ -58,7 +113,7 @@ export interface ConstraintViolation {
   absent?: true;
 }
 
-/** A typed refusal: what a pipeline stage returns instead of continuing. */
+/** A typed refusal: what a pipeline stage or an endpoint returns instead of continuing. */
 export interface Denial {
   readonly denied: true;
   readonly code: DenialCode;
@@ -66,6 +121,10 @@ export interface Denial {
   readonly violations?: ConstraintViolation[];
   /** The registered agent the token names (`sub`), when the denial came after step 3; unproven before step 6. */
   readonly agentId?: string;
+  /** For the sidecar's own endpoints: the capability the refused call was about (request_permission), for the envelope. */
+  readonly capability?: string;
+  /** Extra members of the JSON body (a pending request's status URL), and extra response headers. */
+  readonly extra?: { readonly body?: Readonly<Record<string, unknown>>; readonly headers?: Readonly<Record<string, string>> };
 }
 
 export function deny(code: DenialCode, message: string, violations?: ConstraintViolation[]): Denial {
@@ -77,10 +136,37 @@ export function isDenial(v: unknown): v is Denial {
 }
 
 export function statusOf(code: DenialCode): number {
-  return DENIAL_STATUS[code];
+  return DENIALS[code].status;
 }
 
-/** The JSON body every denial is answered with. */
+/** `error` for a sidecar or dependency failure, `denied` for any other refusal. */
+export function outcomeOf(code: DenialCode): DenialFacts['outcome'] {
+  return DENIALS[code].outcome;
+}
+
+/** The plain JSON body of a denial (outside constraint-aware mode). */
 export function denialBody(d: Denial): { error: DenialCode; message: string; violations?: ConstraintViolation[] } {
-  return d.violations ? { error: d.code, message: d.message, violations: d.violations } : { error: d.code, message: d.message };
+  const body = d.violations ? { error: d.code, message: d.message, violations: d.violations } : { error: d.code, message: d.message };
+  return d.extra?.body ? { ...body, ...d.extra.body } : body;
+}
+
+export function guidanceFor(denial: Denial, ctx: GuidanceContext): string {
+  return DENIALS[denial.code].guidance(denial, ctx);
+}
+
+export function violationDenial(violations: ConstraintViolation[]): Denial {
+  const fields = [...new Set(violations.map((v) => v.field))].join(', ');
+  return deny('constraint_violated', `arguments violate the grant's constraints (${fields})`, violations);
+}
+
+function violationGuidance(denial: Denial, ctx: GuidanceContext): string {
+  const cap = ctx.capability;
+  const lines = [`The call to ${cap} was refused because its arguments are outside your limits:`];
+  for (const v of denial.violations ?? []) lines.push(`- ${v.message}.`);
+  const allowed = Object.entries(ctx.activeConstraints ?? {}).map(([f, r]) => `${f} ${describeRule(r)}`);
+  if (allowed.length) lines.push(`Allowed: ${allowed.join('; ')}.`);
+  lines.push(ctx.requestPermission
+    ? `If the user really needs these values, ask a human: POST /agent/request-permission with a token whose aud is "request_permission" and the body {"capability": "${cap}", "args": <the same arguments>, "reason": "<why>"}. Otherwise change the arguments to fit the limits and call again with a new token.`
+    : 'Change the arguments to fit these limits and call again with a new token. Approval requests are not available for this service.');
+  return lines.join('\n');
 }

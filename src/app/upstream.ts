@@ -5,6 +5,7 @@ import { deny, type Denial } from '../errors.js';
 import type { Constraints, Policy } from '../policy/types.js';
 import { presentSuccess } from '../pipeline/present.js';
 import { downstreamResponseHeaders } from '../http/headers.js';
+import { relayAnswer, writeRewrittenJson } from '../http/respond.js';
 
 export interface ForwardRequest {
   method: string;
@@ -68,15 +69,11 @@ export class Upstream {
     if (req.permission) headers['agent-permission'] = req.permission;
     if (req.wrap && upstream.statusCode < 300 && isJson(headers['content-type']) && !headers['content-encoding']) {
       res.off('close', onClose);
-      return wrapJson(upstream.statusCode, headers, upstream.body, req.wrap, res);
+      const text = JSON.stringify(presentSuccess(req.wrap.policy, req.wrap.capability, req.wrap.constraints, await readJson(upstream.body)));
+      writeRewrittenJson(res, upstream.statusCode, headers, text);
+      return { status: upstream.statusCode };
     }
-    res.writeHead(upstream.statusCode, headers);
-    // A streamed response (SSE, chunked) gets its headers at once; a sized one
-    // sends them with the body, in one write.
-    if (headers['content-length'] === undefined) res.flushHeaders();
-    let bytes = 0;
-    upstream.body.on('data', (c: Buffer) => { bytes += c.length; });
-    await relay(upstream.body, res);
+    const bytes = await relayAnswer(res, upstream.statusCode, headers, upstream.body);
     res.off('close', onClose);
     return { status: upstream.statusCode, bytes };
   }
@@ -108,47 +105,19 @@ export class Upstream {
   }
 }
 
-/**
- * Streams the app's body to the client. Plain pipe plus two listeners:
- * stream.pipeline allocates an AbortController per call, which showed up in
- * profiles. If either side fails mid-response, both are torn down.
- */
-function relay(body: NodeJS.ReadableStream & { destroy(err?: Error): void }, res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => { body.off('error', fail); res.off('close', done); resolve(); };
-    const fail = (): void => { res.destroy(); done(); };
-    body.once('error', fail);
-    res.once('close', done);
-    res.once('finish', done);
-    body.pipe(res);
-    res.once('close', () => { if (!res.writableFinished) body.destroy(); });
-  });
-}
-
 function isJson(type: string | string[] | undefined): boolean {
   const t = (Array.isArray(type) ? type[0] : type)?.split(';')[0]?.trim().toLowerCase() ?? '';
   return t === 'application/json' || t.endsWith('+json');
 }
 
-async function wrapJson(
-  status: number,
-  headers: Record<string, string | string[]>,
-  body: AsyncIterable<unknown>,
-  wrap: NonNullable<ForwardRequest['wrap']>,
-  res: ServerResponse,
-): Promise<ForwardResult> {
+/** The app's JSON answer, parsed (the text as a string when it is not JSON after all). */
+async function readJson(body: AsyncIterable<unknown>): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const c of body) chunks.push(c as Buffer);
-  let result: unknown;
+  const text = Buffer.concat(chunks).toString('utf8');
   try {
-    result = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return JSON.parse(text);
   } catch {
-    result = Buffer.concat(chunks).toString('utf8');
+    return text;
   }
-  const text = JSON.stringify(presentSuccess(wrap.policy, wrap.capability, wrap.constraints, result));
-  delete headers['content-length'];
-  delete headers['content-encoding'];
-  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
-  res.end(text);
-  return { status };
 }

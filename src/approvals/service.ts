@@ -6,7 +6,10 @@ import type { AccessRequestSettings } from '../policy/types.js';
 import { codeMatches, hashCode, newApprovalCode } from './codes.js';
 import type { Notifier } from './notifier.js';
 import type { AccessRequestStore } from './store.js';
-import type { AccessRequest, ApprovalScope, ExecutionOutcome, ValueApproval } from './types.js';
+import { covers } from './covers.js';
+import type { AccessRequest, ExecutionOutcome, ValueApproval } from './types.js';
+
+export { covers } from './covers.js';
 
 /** Runs an approved call against the app. */
 export type Executor = (request: AccessRequest) => Promise<ExecutionOutcome>;
@@ -38,7 +41,9 @@ export interface NewAccessRequest {
 /**
  * The approval flow: create, notify, wait, resolve once, execute on approve,
  * remember value approvals. Waiting callers are woken through an in-process
- * emitter; a shared store (Redis) will add cross-replica wake-ups.
+ * emitter; a store with `onChange` (Redis pub/sub) wakes them when another
+ * replica resolves or executes the request, and a periodic re-read covers a
+ * lost message.
  */
 export class ApprovalService {
   private readonly events = new EventEmitter();
@@ -62,7 +67,6 @@ export class ApprovalService {
     // Another replica resolved or executed a request: wake whoever waits for it here.
     this.unsubscribe = store.onChange?.((id) => this.events.emit(id));
   }
-
 
   async create(input: NewAccessRequest): Promise<AccessRequest | 'limit'> {
     if ((await this.pending()).length >= this.settings.maxPending) return 'limit';
@@ -117,7 +121,7 @@ export class ApprovalService {
       const finish = (r: AccessRequest | undefined | 'released'): void => {
         done = true;
         clearInterval(poll);
-        this.events.off(id, check);
+        this.events.off(id, onChange);
         this.events.off(RELEASE, release);
         resolve(r);
       };
@@ -131,8 +135,9 @@ export class ApprovalService {
         if (done || !isFinal(r)) return;
         finish(r);
       };
+      const onChange = (): void => void check();
       const release = (): void => { if (!done) finish('released'); };
-      this.events.on(id, check);
+      this.events.on(id, onChange);
       this.events.once(RELEASE, release);
       void check();
     });
@@ -142,7 +147,7 @@ export class ApprovalService {
     if (scope !== 'once' && scope !== 'value') return 'invalid_scope';
     const checked = await this.checkCode(id, code);
     if (typeof checked === 'string') return checked;
-    const resolved = await this.store.resolve(id, 'approved', { scope: scope as ApprovalScope, resolvedAt: this.now() });
+    const resolved = await this.store.resolve(id, 'approved', { scope, resolvedAt: this.now() });
     if (!resolved) return 'already_resolved';
     this.clearTimer(id);
     this.wrongCodes.delete(id);
@@ -286,19 +291,4 @@ export class ApprovalService {
     if (t) clearTimeout(t);
     this.timers.delete(id);
   }
-}
-
-/**
- * Whether a value approval waves every violation through: each violated field
- * was approved with exactly this value. A field the call left out is never
- * covered, not even by an approved `null` (absent and null differ: the app may
- * apply a default to the one and reject the other).
- */
-export function covers(approval: ValueApproval, violations: readonly ConstraintViolation[]): boolean {
-  return violations.length > 0 && violations.every((v) =>
-    v.absent !== true && Object.hasOwn(approval.values, v.field) && sameJson(approval.values[v.field], v.actual));
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
 }

@@ -47,11 +47,6 @@ export const SECRET_KEY_PATTERN: RegExp = (() => {
   return new RegExp(`^(?:${names}|${suffixes}|${prefixes})$`, 'i');
 })();
 
-/** The built-in rule for one key. */
-export function isSecretKey(key: string): boolean {
-  return SECRET_KEY_PATTERN.test(key);
-}
-
 type KeyRule = RegExp | ((key: string) => boolean);
 
 function predicate(rule: KeyRule): (key: string) => boolean {

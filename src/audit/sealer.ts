@@ -1,7 +1,6 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
-import { brotliCompress, brotliCompressSync, constants as zlib } from 'node:zlib';
-import { aad, type AuditBatch, type AuditKey, type ChainLink, type SealedBatch } from './crypto.js';
-import { asciiJson } from './entry.js';
+import { brotliCompress, constants as zlib } from 'node:zlib';
+import { aad, type AuditKey, type ChainLink, type SealedBatch } from './crypto.js';
 import { RawJson } from './raw-json.js';
 
 /**
@@ -32,11 +31,6 @@ export class BatchSealer {
   /** Bytes serialised so far. */
   get bytes(): number {
     return this.used;
-  }
-
-  /** Adds one entry (any object with a timestamp; `args`, if present, is written last). */
-  add<E extends { timestamp: number; args?: unknown }>(entry: E): void {
-    this.addParts(entry.timestamp, headWithoutArgs(entry), entry.args);
   }
 
   /**
@@ -90,18 +84,6 @@ export class BatchSealer {
     return this.encryptAndWipe(link, plain);
   }
 
-  /** The same, synchronously (tools and tests). */
-  sealSync(link: ChainLink): SealedBatch {
-    const text = this.close();
-    let plain: Buffer;
-    try {
-      plain = brotliCompressSync(text, brotliOptions(text.length));
-    } finally {
-      giveArena(text);
-    }
-    return this.encryptAndWipe(link, plain);
-  }
-
   private close(): Buffer {
     this.write(this.count === 0 ? '[]' : ']');
     const text = this.arena.subarray(0, this.used);
@@ -150,24 +132,6 @@ export class BatchSealer {
 }
 
 /**
- * Any object's JSON without `args` and without its closing brace, in ASCII (see
- * `entryHead`, the faster form for AuditEntry). The object is not copied: its
- * args are unset while it is serialised and restored at once.
- */
-export function headWithoutArgs(entry: { args?: unknown }): string {
-  const args = entry.args;
-  if (args === undefined) return asciiJson(entry).slice(0, -1);
-  let json: string;
-  entry.args = undefined;
-  try {
-    json = asciiJson(entry);
-  } finally {
-    entry.args = args;
-  }
-  return json.slice(0, -1);
-}
-
-/**
  * Spare batch buffers. A batch buffer is large (megabytes at full load) and one
  * is needed per batch; allocating each anew makes V8 count that much more
  * external memory and run full collections several times as often. Batches
@@ -201,12 +165,4 @@ function brotliOptions(size: number) {
   // Output chunks about as large as the compressed batch (audit JSON shrinks about 5x): each chunk is a
   // round trip between the thread pool and the event loop, and an oversized one is a large allocation.
   return { chunkSize: Math.max(64 * 1024, Math.ceil(size / 4)), params: { [zlib.BROTLI_PARAM_QUALITY]: 0, [zlib.BROTLI_PARAM_LGWIN]: 18, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT, [zlib.BROTLI_PARAM_SIZE_HINT]: size } };
-}
-
-/** Seals entries into one batch (all at once: tests and tools). */
-export function sealBatch<E extends { timestamp: number }>(entries: readonly E[], link: ChainLink, key: AuditKey): AuditBatch {
-  const sealer = new BatchSealer(key);
-  for (const e of entries) sealer.add(e);
-  const sealed = sealer.sealSync(link);
-  return { ...sealed, data: sealed.data.toString('base64') };
 }

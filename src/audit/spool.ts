@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { batchHash } from './crypto.js';
 
@@ -103,17 +103,6 @@ export class Spool {
       this.sizes.delete(s);
       this.firsts.delete(s);
       if (this.dir) await rm(join(this.dir, `${String(s).padStart(16, '0')}.batch`), { force: true });
-    }
-  }
-
-  /** Checks the spool can be written (for readiness). */
-  async writable(): Promise<boolean> {
-    if (!this.dir) return true;
-    try {
-      await writeFile(join(this.dir, '.probe'), 'ok');
-      return true;
-    } catch {
-      return false;
     }
   }
 

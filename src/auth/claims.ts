@@ -1,14 +1,16 @@
+/**
+ * Claim validation shared by every token (jose's jwtVerify half; jws.ts is the
+ * compactVerify half). Types are read before any lookup (steps 1-2 of the
+ * verification table in the agents-chain spec, ../shared/seeds/002_9af9aaa6cc5deb37.txt);
+ * times are judged after the signature (step 7). Pure.
+ */
 import { deny, type Denial } from '../errors.js';
 import { MAX_TOKEN_LIFETIME_SECONDS } from '../identity/client.js';
 
 /** Seconds of clock difference tolerated between a signer and the sidecar. */
 export const CLOCK_SKEW_SECONDS = 30;
 
-/**
- * Claim validation shared by every token (jose's jwtVerify half; jws.ts is the
- * compactVerify half). Types are read before any lookup (the seed's steps 1-2);
- * times are judged after the signature (step 7). Pure.
- */
+/** The time claims every token carries, as integer seconds (read by timeProblem, judged by checkTimes). */
 export interface TimeClaims {
   iat: number;
   exp: number;

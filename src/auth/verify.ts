@@ -1,3 +1,8 @@
+/**
+ * Agent token verification (agent+jwt): steps 1-7 of the 9-step table in the agents-chain spec
+ * (../shared/seeds/002_9af9aaa6cc5deb37.txt); steps 8 (replay, replay.ts) and 9 (grant, grant.ts)
+ * run as their own pipeline stages. Also the replay window those stages use, derived from step 7.
+ */
 import { audienceProblem, CLOCK_SKEW_SECONDS, checkTimes, jtiProblem, stringProblem, timeProblem, type TimeClaims } from './claims.js';
 import { decodeJws, signatureValid } from './jws.js';
 import { deny, type Denial } from '../errors.js';
@@ -5,10 +10,12 @@ import { AGENT_TOKEN_TYPE, MAX_TOKEN_LIFETIME_SECONDS } from '../identity/client
 import type { Agent } from '../policy/types.js';
 
 export { CLOCK_SKEW_SECONDS };
+
 /**
- * How long a jti is remembered. A token is accepted from iat - skew to
- * exp + skew, up to 60 + 2 x 30 = 120 s, so the seed's 90 s window is
- * widened to cover every instant a token could still pass step 7.
+ * How long a jti is remembered (step 8). A token is accepted from iat - skew to
+ * exp + skew, up to 60 + 2 x 30 = 120 s, so the spec's 90 s replay window
+ * (step 8 of its table) is widened to cover every instant a token could still
+ * pass step 7.
  */
 export const REPLAY_WINDOW_SECONDS = MAX_TOKEN_LIFETIME_SECONDS + 2 * CLOCK_SKEW_SECONDS;
 /**
@@ -37,7 +44,7 @@ export interface AgentDirectory {
 }
 
 /**
- * Steps 1–7 of the seed's verification table, in its order. Step 8 (replay)
+ * Steps 1–7 of the spec's verification table, in its order. Step 8 (replay)
  * needs the store and step 9 (grant) the policy's grants: they are their own
  * pipeline stages. The form, header and signature rules are jws.ts's, the claim
  * rules claims.ts's (shared with host and proof tokens). The key is only ever

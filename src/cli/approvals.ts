@@ -53,7 +53,15 @@ export async function approvalsCommand(argv: string[]): Promise<number> {
   });
   const text = await res.body.text();
   let pretty = text;
-  try { pretty = JSON.stringify(JSON.parse(text), null, 2); } catch { /* not JSON */ }
+  try { pretty = JSON.stringify(JSON.parse(text, rfc3339Times), null, 2); } catch { /* not JSON */ }
   (res.statusCode < 300 ? process.stdout : process.stderr).write(`${pretty}\n`);
   return res.statusCode < 300 ? 0 : 1;
+}
+
+/**
+ * Times as RFC 3339, as the rest of the admin API words them: the value approvals (`grants`) come
+ * with createdAt / expiresAt in epoch milliseconds, which this prints as 2026-12-01T13:45:00.000Z.
+ */
+function rfc3339Times(key: string, value: unknown): unknown {
+  return /At$/.test(key) && typeof value === 'number' && Number.isFinite(value) ? new Date(value).toISOString() : value;
 }

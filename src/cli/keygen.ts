@@ -61,11 +61,14 @@ export async function keygenCommand(argv: string[]): Promise<number> {
   await writeFile(privatePath, `${JSON.stringify(pair.privateJwk, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
   await writeFile(publicPath, `${JSON.stringify(pair.publicJwk, null, 2)}\n`, { flag: 'wx' });
   process.stdout.write(`${pair.thumbprint}\n`);
-  process.stderr.write(
-    `wrote ${privatePath} and ${publicPath}\n` +
-    host
-      ? `policy entry (hosts:):\n  - id: ${name}\n    name: ${name}\n    publicKey: { kty: OKP, crv: Ed25519, x: "${pair.publicJwk.x}" }\n    defaultCapabilities: []\n    maxAgents: 100\n`
-      : `policy entry (agents:):\n  - id: ${name}\n    name: ${name}\n    publicKey: { kty: OKP, crv: Ed25519, x: "${pair.publicJwk.x}" }\n`,
-  );
+  process.stderr.write(`wrote ${privatePath} and ${publicPath}\n${policyEntry(host, name, pair.publicJwk.x as string)}`);
   return 0;
+}
+
+/** The entry to paste under the policy's `agents:` (or, for a host key, `hosts:`), announced by one header line. */
+export function policyEntry(host: boolean, name: string, x: string): string {
+  const entry = `  - id: ${name}\n    name: ${name}\n    publicKey: { kty: OKP, crv: Ed25519, x: "${x}" }\n`;
+  return host
+    ? `policy entry (paste under hosts:):\n${entry}    defaultCapabilities: []\n    maxAgents: 100\n`
+    : `policy entry (paste under agents:):\n${entry}`;
 }

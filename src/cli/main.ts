@@ -11,10 +11,14 @@ import { serveCommand } from './serve.js';
 import { tokenCommand } from './token.js';
 import { webhookCommand } from './webhook.js';
 import { UsageError } from './args.js';
+import { failStartup } from './startup.js';
+import { readFileSync } from 'node:fs';
 
 const USAGE = `agents-chain — capability-checking sidecar for HTTP services
 
 Usage: agents-chain <command> [options]
+       agents-chain --version
+       agents-chain --help | help [<command>]
 
 Commands:
   serve         run the sidecar in front of an app
@@ -32,6 +36,15 @@ Commands:
 Run "agents-chain <command> --help" for a command's options.
 `;
 
+/** serve and webhook run until stopped: a failure to start is a JSON log line on stdout, like their other logs. */
+const SERVERS = new Set(['serve', 'webhook']);
+
+/** The package's version, from the package.json beside dist/ (the image ships it). */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
 const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   serve: serveCommand,
   keygen: keygenCommand,
@@ -47,12 +60,18 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
 };
 
 async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
+  const [first, ...more] = argv;
+  if (first === '--version' || first === '-v' || first === 'version') {
+    process.stdout.write(`agents-chain ${version()}\n`);
+    return 0;
+  }
+  // "help serve" is "serve --help"; "help" alone, like --help, prints the commands.
+  const [name, ...rest] = first === 'help' && more[0] && Object.hasOwn(COMMANDS, more[0]) ? [more[0], '--help'] : [first, ...more];
   if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(USAGE);
+    (name ? process.stdout : process.stderr).write(USAGE);
     return name ? 0 : 2;
   }
-  const command = COMMANDS[name];
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {
     process.stderr.write(`agents-chain: unknown command "${name}"\n\n${USAGE}`);
     return 2;
@@ -60,6 +79,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     return await command(rest);
   } catch (err) {
+    if (SERVERS.has(name)) return failStartup(name, err);
     if (err instanceof UsageError) {
       process.stderr.write(`agents-chain ${name}: ${err.message}\n`);
       return 2;

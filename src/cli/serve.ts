@@ -1,8 +1,6 @@
 import { parseKeyring } from '../audit/crypto.js';
 import { exporterFromSpec } from '../audit/exporters.js';
-import { readFile } from 'node:fs/promises';
 import { isLogLevel, createLogger } from '../log.js';
-import { formatIssue, PolicyError } from '../policy/issues.js';
 import { loadPolicyFile } from '../policy/load.js';
 import { watchPolicyFile } from '../policy/watch.js';
 import { DEFAULT_DRAIN_DELAY_MS, DEFAULT_MAX_BODY_BYTES, parseHostPort, startSidecar } from '../sidecar/start.js';
@@ -11,6 +9,7 @@ import type { RedisSettings } from '../redis/connect.js';
 import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 import { parseCommand, required, UsageError } from './args.js';
+import { readFlagFile, StartupError, startupErrorText } from './startup.js';
 import { APP_PROBES_ENV, parseAppProbes, type AppProbes } from '../kubernetes/app-probes.js';
 
 const USAGE = `Usage: agents-chain serve --policy FILE --upstream URL [options]
@@ -139,18 +138,11 @@ export async function serveCommand(argv: string[]): Promise<number> {
   }
   const log = createLogger(level);
   const tokenFile = v['admin-token-file'];
-  const adminToken = (tokenFile ? (await readFile(tokenFile, 'utf8')).trim() : env.AGENTS_CHAIN_ADMIN_TOKEN) || undefined;
+  const adminToken = (tokenFile ? (await readFlagFile('--admin-token-file', tokenFile)).trim() : env.AGENTS_CHAIN_ADMIN_TOKEN) || undefined;
   const adminInsecureNoToken = v['admin-insecure-no-token'] === true || env.AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN === 'true';
 
-  let policy;
-  try {
-    policy = await loadPolicyFile(policyFile);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    for (const issue of err.issues) log.error('invalid policy', { file: issue.file, line: issue.line, column: issue.column, key: issue.key, problem: issue.message });
-    process.stderr.write(`${err.issues.map(formatIssue).join('\n')}\nrefusing to start with an invalid policy\n`);
-    return 1;
-  }
+  // An invalid policy (a PolicyError) stops the start: main logs one "startup failed" line listing the issues.
+  const policy = await loadPolicyFile(policyFile);
 
   const adminProblem = adminStartupProblem({ adminToken, insecureNoToken: adminInsecureNoToken, approvals: Boolean(policy.accessRequests) });
   if (adminProblem) throw new UsageError(`refusing to start: ${adminProblem}`);
@@ -172,12 +164,13 @@ export async function serveCommand(argv: string[]): Promise<number> {
   process.on('SIGTERM', () => (stop ? stop('SIGTERM') : process.exit(0)));
   process.on('SIGINT', () => (stop ? stop('SIGINT') : process.exit(0)));
   process.on('SIGHUP', () => reload?.());
+  const listeners = { '--listen': listen, '--admin': v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090' };
   const sidecar = await startSidecar({
     audit,
     policy,
     upstream,
     listen,
-    admin: v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090',
+    admin: listeners['--admin'],
     tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
     maxBodyBytes,
     maxHeaders: positive(v['max-headers'] ?? env.AGENTS_CHAIN_MAX_HEADERS, '--max-headers'),
@@ -193,7 +186,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     drainDelayMs: drainDelay(v['drain-delay-ms'] ?? env.AGENTS_CHAIN_DRAIN_DELAY_MS),
     redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
     appProbes: appProbesFrom(env[APP_PROBES_ENV]),
-  });
+  }).catch((err: unknown) => { throw listenerError(err, listeners); });
   // Live reload: the policy file is watched (ConfigMap symlink swaps included) and SIGHUP forces a re-read.
   reload = (): void => void sidecar.reloadPolicy();
   const watcher = v['no-watch'] ? undefined : watchPolicyFile(policyFile, reload);
@@ -208,7 +201,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
 
 async function auditOptions(v: Record<string, string | string[] | boolean | undefined>, env: NodeJS.ProcessEnv) {
   const keyFile = v['audit-key-file'] as string | undefined;
-  const keyText = keyFile ? await readFile(keyFile, 'utf8') : env.AGENTS_CHAIN_AUDIT_KEY;
+  const keyText = keyFile ? await readFlagFile('--audit-key-file', keyFile) : env.AGENTS_CHAIN_AUDIT_KEY;
   if (!keyText) return undefined;
   const specs = (v['audit-export'] as string[] | undefined) ?? (env.AGENTS_CHAIN_AUDIT_EXPORT ? env.AGENTS_CHAIN_AUDIT_EXPORT.split(',') : []);
   const durability = (v['audit-durability'] as string | undefined) ?? env.AGENTS_CHAIN_AUDIT_DURABILITY ?? 'batched';
@@ -243,7 +236,7 @@ async function redisOptions(v: Record<string, string | undefined>, env: NodeJS.P
   if (!url && !sentinels && !cluster) return undefined;
   if (url && !/^rediss?:\/\//.test(url)) throw new UsageError(`--redis must be a redis:// or rediss:// URL, got "${url}"`);
   const passwordFile = v['redis-password-file'];
-  const password = passwordFile ? (await readFile(passwordFile, 'utf8')).trim() : env.AGENTS_CHAIN_REDIS_PASSWORD;
+  const password = passwordFile ? (await readFlagFile('--redis-password-file', passwordFile)).trim() : env.AGENTS_CHAIN_REDIS_PASSWORD;
   const timeout = positive(v['redis-timeout-ms'], '--redis-timeout-ms') ?? 250;
   return {
     url,
@@ -262,9 +255,16 @@ async function egressOptions(v: Record<string, string | undefined>, env: NodeJS.
   const agentId = v.agent ?? env.AGENTS_CHAIN_AGENT;
   if (!keyFile || !agentId) throw new UsageError('egress mode needs --agent-key FILE and --agent ID (the agent whose calls this sidecar signs)');
   const providerFile = v['provider-key-file'];
-  const providerKey = providerFile ? (await readFile(providerFile, 'utf8')).trim() : env.AGENTS_CHAIN_PROVIDER_KEY;
+  const providerKey = providerFile ? (await readFlagFile('--provider-key-file', providerFile)).trim() : env.AGENTS_CHAIN_PROVIDER_KEY;
   if (!providerKey) throw new UsageError('egress mode needs the provider API key: AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file');
-  return { agentId, agentKey: JSON.parse(await readFile(keyFile, 'utf8')) as import('jose').JWK, providerKey };
+  const keyText = await readFlagFile('--agent-key', keyFile);
+  let agentKey: import('jose').JWK;
+  try {
+    agentKey = JSON.parse(keyText) as import('jose').JWK;
+  } catch (err) {
+    throw new StartupError(`--agent-key ${keyFile}: not a JSON private JWK (${(err as Error).message})`);
+  }
+  return { agentId, agentKey, providerKey };
 }
 
 function positive(text: string | undefined, flag: string): number | undefined {
@@ -293,4 +293,15 @@ function appProbesFrom(text: string | undefined): AppProbes {
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/** A listener that cannot bind names its flag: `listen 127.0.0.1:9090 (--admin): address already in use (EADDRINUSE)`. */
+function listenerError(err: unknown, listeners: Record<'--listen' | '--admin', string>): unknown {
+  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (e?.syscall !== 'listen' || e.port === undefined) return err;
+  const ports = (Object.keys(listeners) as ('--listen' | '--admin')[]).filter((f) => parseHostPort(listeners[f], f).port === e.port);
+  const exact = ports.filter((f) => parseHostPort(listeners[f], f).host === e.address);
+  // --listen binds first: when both flags name the address, the second bind (--admin) is the one that failed.
+  const flag = ports.length < 2 ? ports[0] : exact.length === 1 ? exact[0] : '--admin, the same port as --listen';
+  return flag ? new StartupError(startupErrorText(err, flag), err) : err;
 }

@@ -6,6 +6,7 @@ import { createLogger } from '../log.js';
 import { parseHostPort } from '../sidecar/start.js';
 import { parseCommand, required, UsageError } from './args.js';
 import { DEFAULT_IMAGE, injectDefaultsFrom } from './inject.js';
+import { readFlagFile, StartupError, startupErrorText } from './startup.js';
 
 const USAGE = `Usage: agents-chain webhook --tls-cert FILE --tls-key FILE [--listen HOST:PORT] [--defaults FILE] [--image IMAGE] [--native-sidecar]
 
@@ -39,13 +40,20 @@ export async function webhookCommand(argv: string[]): Promise<number> {
   const keyFile = required(v['tls-key'] ?? env.AGENTS_CHAIN_TLS_KEY, '--tls-key', USAGE);
   const reloadMs = Number(v['tls-reload-ms'] ?? 10_000);
   if (!Number.isInteger(reloadMs) || reloadMs < 100) throw new UsageError(`--tls-reload-ms must be a whole number of ms, at least 100, got "${v['tls-reload-ms']}"`);
-  let cert = await readFile(certFile);
-  let key = await readFile(keyFile);
+  // A start that fails (a missing file, a busy port) is one "startup failed" log line (main.ts).
+  let cert = Buffer.from(await readFlagFile('--tls-cert', certFile));
+  let key = Buffer.from(await readFlagFile('--tls-key', keyFile));
   const log = createLogger();
   const defaults = injectDefaultsFrom(v, env);
+  try {
+    createSecureContext({ cert, key }); // refuses a PEM that is not one, or a key that does not match the certificate
+  } catch (err) {
+    throw new StartupError(`--tls-cert ${certFile} / --tls-key ${keyFile}: ${(err as Error).message}`, err);
+  }
   const server = createServer({ cert, key, minVersion: 'TLSv1.2' }, webhookHandler(defaults, { info: (msg, fields) => log.info(msg, fields), warn: (msg, fields) => log.warn(msg, fields) }));
   const at = parseHostPort(v.listen ?? '0.0.0.0:8443', '--listen');
-  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(at.port, at.host, resolve); });
+  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(at.port, at.host, resolve); })
+    .catch((err: unknown) => { throw new StartupError(startupErrorText(err, '--listen'), err); });
   const addr = server.address() as { address: string; port: number };
   log.info('webhook listening', { listen: `https://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, image: defaults.image, capture: defaults.captureMode, port: defaults.port, adminPort: defaults.adminPort });
   // The API server refuses an expired certificate, and with failurePolicy Fail that stops every annotated

@@ -22,13 +22,14 @@ export interface ConstraintContext {
  * limits, and how to ask for more. Sorted by capability and field so the same
  * policy always gives the same bytes (diffable in Git, golden-file tested).
  */
-export function constraintContext(policy: Policy, agentId: string, nowMs: number): ConstraintContext {
+export function constraintContext(policy: Policy, agentId: string, nowMs: number, grants: Policy['grants'] = policy.grants): ConstraintContext {
   const requestPermission = policy.accessRequests !== undefined;
   const capabilities: CapabilityContext[] = [];
-  for (const grant of policy.grants.values()) {
+  for (const grant of grants.values()) {
     if (grant.agent !== agentId || grant.status !== 'active') continue;
     if (grant.expiresAt !== undefined && grant.expiresAt <= nowMs) continue;
-    const cap = policy.capabilities.get(grant.capability)!;
+    const cap = policy.capabilities.get(grant.capability);
+    if (!cap) continue;
     const constraints: Constraints = {};
     for (const field of Object.keys(grant.constraints).sort()) constraints[field] = grant.constraints[field]!;
     capabilities.push({

@@ -20,7 +20,7 @@ export function createDemoApp(): Server {
       };
       if (req.method === 'GET' && url.pathname === '/healthz') return json(200, { status: 'ok' });
       if (req.method === 'POST' && url.pathname === '/invoices') {
-        let body: unknown = null;
+        let body: unknown;
         try { body = JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null'); } catch { return json(400, { error: 'bad json' }); }
         return json(201, { id: `inv-${next++}`, createdBy: agent, invoice: body });
       }

@@ -39,7 +39,7 @@ What the service offers (discovery), and the decisions so far (Prometheus metric
   curl -s ${sidecar.url}/.well-known/agent-configuration
   curl -s ${sidecar.adminUrl}/metrics | grep '^agents_chain_requests_total'
 
-The admin API (audit counters, registered agents) takes this run's admin token:
+The admin API (audit counters, registered agents) takes this run's admin token (set AGENTS_CHAIN_ADMIN_TOKEN to choose it):
   curl -s ${sidecar.adminUrl}/stats -H "Authorization: Bearer ${adminToken}"
 
 Ctrl-C stops the demo.

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate, inflateRaw, type ZlibOptions } from 'node:zlib';
 import { deny, type Denial } from '../errors.js';
@@ -58,12 +58,12 @@ export function readBodyLimited(req: IncomingMessage, limit: number): Promise<Bu
  * A constrained body must be JSON the sidecar can read exactly as the app
  * will: application/json (or +json), UTF-8, not compressed.
  */
-export function checkJsonRepresentation(req: IncomingMessage): Denial | undefined {
-  const enc = req.headers['content-encoding'];
+export function checkJsonRepresentation(headers: IncomingHttpHeaders): Denial | undefined {
+  const enc = headers['content-encoding'];
   if (enc !== undefined && enc.trim().toLowerCase() !== 'identity') {
     return deny('unsupported_media_type', `Content-Encoding "${enc}" is not accepted on a constrained route; send an uncompressed body`);
   }
-  const type = req.headers['content-type'];
+  const type = headers['content-type'];
   if (!type) return deny('unsupported_media_type', 'a constrained route needs Content-Type: application/json');
   const [essence, ...params] = type.split(';').map((s) => s.trim().toLowerCase());
   if (essence !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(essence ?? '')) {

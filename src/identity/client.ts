@@ -6,11 +6,24 @@ export const AGENT_TOKEN_TYPE = 'agent+jwt';
 /** The longest lifetime a verifier accepts (exp - iat). */
 export const MAX_TOKEN_LIFETIME_SECONDS = 60;
 
+/**
+ * A token lifetime the sidecar accepts (src/auth/claims.ts, checkTimes: exp after iat, at most
+ * MAX_TOKEN_LIFETIME_SECONDS, integer seconds), or a RangeError at the source: a signer that
+ * minted a longer-lived token would only see every call refused as token_invalid.
+ */
+export function tokenLifetime(ttlSeconds: number | undefined): number {
+  const ttl = ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS;
+  if (!Number.isSafeInteger(ttl) || ttl < 1 || ttl > MAX_TOKEN_LIFETIME_SECONDS) {
+    throw new RangeError(`ttlSeconds must be a whole number of seconds from 1 to ${MAX_TOKEN_LIFETIME_SECONDS} (the sidecar refuses a token that lives longer), got ${ttl}`);
+  }
+  return ttl;
+}
+
 export interface AgentSigner {
   agentId: string;
   /** The key thumbprint, sent as `iss`. */
   thumbprint: string;
-  /** Mints a fresh single-use token for one call of `capability`. */
+  /** Mints a fresh single-use token for one call of `capability`; `ttlSeconds` 1 to 60 [60], anything else throws a RangeError. */
   sign(capability: string, options?: { ttlSeconds?: number; now?: number; jti?: string }): Promise<string>;
 }
 
@@ -27,7 +40,7 @@ export async function createAgentSigner(privateJwk: JWK, agentId: string): Promi
     agentId,
     thumbprint,
     async sign(capability, options = {}) {
-      const ttl = options.ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS;
+      const ttl = tokenLifetime(options.ttlSeconds);
       const iat = options.now ?? Math.floor(Date.now() / 1000);
       return new SignJWT({})
         .setProtectedHeader({ alg: 'EdDSA', typ: AGENT_TOKEN_TYPE })
@@ -67,7 +80,7 @@ export interface HostSigner {
   thumbprint: string;
   /**
    * Mints a single-use host token for `audience` (the service's issuer). With
-   * `agentPublicKey` it is a registration token for that agent key.
+   * `agentPublicKey` it is a registration token for that agent key. `ttlSeconds` 1 to 60 [60], else a RangeError.
    */
   sign(audience: string, options?: { agentPublicKey?: JWK; ttlSeconds?: number; now?: number; jti?: string }): Promise<string>;
 }
@@ -78,6 +91,7 @@ export async function createHostSigner(privateJwk: JWK): Promise<HostSigner> {
   return {
     thumbprint,
     async sign(audience, options = {}) {
+      const ttl = tokenLifetime(options.ttlSeconds);
       const iat = options.now ?? Math.floor(Date.now() / 1000);
       const claims = options.agentPublicKey
         ? { agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: options.agentPublicKey.x } }
@@ -87,7 +101,7 @@ export async function createHostSigner(privateJwk: JWK): Promise<HostSigner> {
         .setIssuer(thumbprint)
         .setAudience(audience)
         .setIssuedAt(iat)
-        .setExpirationTime(iat + (options.ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS))
+        .setExpirationTime(iat + ttl)
         .setJti(options.jti ?? randomUUID())
         .sign(key);
     },
@@ -112,6 +126,7 @@ export function hostTokenHash(hostToken: string): string {
  * 60 s of lifetime. Sent as `agent_proof` in the registration body.
  */
 export async function createAgentProof(agentPrivateJwk: JWK, opts: { hostToken: string; audience: string; now?: number; ttlSeconds?: number }): Promise<string> {
+  const ttl = tokenLifetime(opts.ttlSeconds);
   const { key, thumbprint } = await signingKey(agentPrivateJwk);
   const iat = opts.now ?? Math.floor(Date.now() / 1000);
   return new SignJWT({ ath: hostTokenHash(opts.hostToken) })
@@ -119,7 +134,7 @@ export async function createAgentProof(agentPrivateJwk: JWK, opts: { hostToken: 
     .setIssuer(thumbprint)
     .setAudience(opts.audience)
     .setIssuedAt(iat)
-    .setExpirationTime(iat + (opts.ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS))
+    .setExpirationTime(iat + ttl)
     .setJti(randomUUID())
     .sign(key);
 }

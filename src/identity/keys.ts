@@ -31,7 +31,7 @@ export async function importAgentKey(jwk: Record<string, unknown>): Promise<Veri
 
 /** RFC 7638 thumbprint (SHA-256) of a public key: the agent's `iss`. */
 export function thumbprintOf(jwk: Record<string, unknown>): Promise<string> {
-  return calculateJwkThumbprint({ kty: 'OKP', crv: String(jwk.crv), x: String(jwk.x) } as JWK, 'sha256');
+  return calculateJwkThumbprint({ kty: 'OKP', crv: String(jwk.crv), x: String(jwk.x) }, 'sha256');
 }
 
 export interface AgentKeyPair {
@@ -44,5 +44,5 @@ export async function generateAgentKeyPair(): Promise<AgentKeyPair> {
   const { privateKey, publicKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
   const privateJwk = await exportJWK(privateKey);
   const publicJwk = await exportJWK(publicKey);
-  return { privateJwk, publicJwk, thumbprint: await thumbprintOf(publicJwk as Record<string, unknown>) };
+  return { privateJwk, publicJwk, thumbprint: await thumbprintOf(publicJwk) };
 }

@@ -70,9 +70,10 @@ class Parser {
       case 't': return this.literal('true', true);
       case 'f': return this.literal('false', false);
       case 'n': return this.literal('null', null);
+      case undefined: return this.fail('unexpected end of input');
       default:
-        if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
-        return this.fail(c === undefined ? 'unexpected end of input' : `unexpected character ${JSON.stringify(c)}`);
+        if (c === '-' || (c >= '0' && c <= '9')) return this.number();
+        return this.fail(`unexpected character ${JSON.stringify(c)}`);
     }
   }
 
@@ -85,7 +86,7 @@ class Parser {
   object(depth: number): Record<string, unknown> {
     if (depth >= MAX_DEPTH) this.fail(`nesting too deep (over ${MAX_DEPTH} levels)`);
     // Null prototype: a "__proto__" key is an ordinary key, never a prototype.
-    const out: Record<string, unknown> = Object.create(null);
+    const out = Object.create(null) as Record<string, unknown>;
     const folded = new Set<string>();
     this.i++;
     this.ws();
@@ -175,6 +176,7 @@ class Parser {
             this.i += 4;
             break;
           }
+          case undefined: // the input ends after the backslash
           default: this.fail('invalid escape');
         }
         this.i++;

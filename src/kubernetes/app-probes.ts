@@ -8,11 +8,10 @@
  * TCP connect. The answer is 200 or 503 with a small JSON body of our own: the app's body is never
  * passed on (the admin port is open to the pod network).
  */
-import { request as httpRequest, type ServerResponse } from 'node:http';
+import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { parseStrictJson } from '../json/strict.js';
-import { sendJson } from '../http/respond.js';
 import { isPortNumber } from './ports.js';
 
 export const APP_PROBES_ENV = 'AGENTS_CHAIN_APP_PROBES';
@@ -51,7 +50,7 @@ export function parseAppProbes(text: string | undefined): AppProbes {
   try {
     doc = parseStrictJson(text);
   } catch (err) {
-    throw new Error(`${APP_PROBES_ENV} is not valid JSON: ${(err as Error).message}`);
+    throw new Error(`${APP_PROBES_ENV} is not valid JSON: ${(err as Error).message}`, { cause: err });
   }
   if (!isObj(doc)) throw new Error(`${APP_PROBES_ENV} must be a JSON object of "<container>/<kind>": probe`);
   for (const [key, value] of Object.entries(doc)) {
@@ -75,8 +74,8 @@ export function parseAppProbes(text: string | undefined): AppProbes {
     if (!isObj(h) || !isPortNumber(h.port)) throw new Error(`${at}.httpGet.port must be a port number (1-65535)`);
     const path = h.path ?? '/';
     if (typeof path !== 'string' || !path.startsWith('/') || /[\s\u0000-\u001f\u007f]/.test(path)) throw new Error(`${at}.httpGet.path must be a path starting with "/" without spaces or control characters`);
-    const scheme = String(h.scheme ?? 'HTTP').toUpperCase();
-    if (scheme !== 'HTTP' && scheme !== 'HTTPS') throw new Error(`${at}.httpGet.scheme must be HTTP or HTTPS, got "${String(h.scheme)}"`);
+    const scheme = h.scheme == null ? 'HTTP' : typeof h.scheme === 'string' ? h.scheme.toUpperCase() : undefined;
+    if (scheme !== 'HTTP' && scheme !== 'HTTPS') throw new Error(`${at}.httpGet.scheme must be HTTP or HTTPS, got ${JSON.stringify(h.scheme)}`);
     const headers = h.httpHeaders ?? [];
     if (!Array.isArray(headers)) throw new Error(`${at}.httpGet.httpHeaders must be a list of {name, value}`);
     const httpHeaders = headers.map((x: unknown, i) => {
@@ -176,13 +175,12 @@ function httpProbe(g: Extract<AppProbe, { httpGet: unknown }>['httpGet'], deadli
  * The admin listener's answer to GET/HEAD /app-health/<container>/<kind>: 200 when the app's probe
  * passes, 503 when it fails, 404 for a probe the sidecar was not given.
  */
-export async function answerAppHealth(res: ServerResponse, path: string, probes: AppProbes | undefined): Promise<void> {
+export async function appHealthAnswer(path: string, probes: AppProbes | undefined): Promise<{ status: number; body: Record<string, unknown> }> {
   const key = path.slice(APP_HEALTH_PREFIX.length);
   const probe = probes?.get(key);
   // The names are not listed: the endpoint answers without a token, and they would tell the pod's containers.
-  if (!probe) return sendJson(res, 404, { error: 'not_found', message: `no app probe "${key}" in ${APP_PROBES_ENV}` });
+  if (!probe) return { status: 404, body: { error: 'not_found', message: `no app probe "${key}" in ${APP_PROBES_ENV}` } };
   const r = await sharedAppProbe(probe);
   const body = { probe: key, status: r.ok ? 'ok' : 'failing', ...(r.status !== undefined ? { appStatus: r.status } : {}), ...(r.error ? { error: r.error } : {}) };
-  // Node sends no body to a HEAD request.
-  sendJson(res, r.ok ? 200 : 503, body);
+  return { status: r.ok ? 200 : 503, body };
 }

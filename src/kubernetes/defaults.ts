@@ -74,9 +74,9 @@ export function parseInjectDefaults(text: string, file: string): InjectDefaults 
   for (const pair of doc.contents.items) {
     const key = isScalar(pair.key) ? String(pair.key.value) : '?';
     const check = CHECKS[key as keyof InjectDefaults];
-    if (!check) throw new Error(`${at(pair.key as Node)}: unknown key "${key}" (known: ${Object.keys(CHECKS).join(', ')})`);
+    if (!check) throw new Error(`${at(pair.key)}: unknown key "${key}" (known: ${Object.keys(CHECKS).join(', ')})`);
     const value: unknown = isNode(pair.value) ? pair.value.toJSON() : pair.value;
-    if (!check[0](value)) throw new Error(`${at((pair.value as Node) ?? (pair.key as Node))}: ${key} must be ${check[1]}, got ${JSON.stringify(value)}`);
+    if (!check[0](value)) throw new Error(`${at(pair.value ?? pair.key)}: ${key} must be ${check[1]}, got ${JSON.stringify(value)}`);
     out[key] = value;
   }
   const d = out as unknown as InjectDefaults;

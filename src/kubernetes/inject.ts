@@ -10,14 +10,11 @@ import { ANNOTATION, CAPTURE_CONTAINER, CONTAINER, DEFAULT_CONTAINER, USER_ANNOT
 import { AUDIT_DRAIN_SECONDS, CAPTURE_MODES, INJECT_DEFAULTS, LOG_LEVELS, SHUTDOWN_GRACE_SECONDS, SIDECAR_VERSION, type CaptureMode, type InjectDefaults } from './defaults.js';
 import { appPort, isObjectName, isPortNumber, isQuantity, portList, portsOf, renamedPort, type AppPort } from './ports.js';
 import { redirectProbes, renameProbePorts, type AppProbe } from './probes.js';
+import { captureContainer, drainDelaySeconds, sidecarContainer, volumes, type Injection } from './sidecar-container.js';
 
 export { ANNOTATION, CAPTURE_CONTAINER, CONTAINER } from './annotations.js';
 export type { InjectDefaults } from './defaults.js';
-
-const POLICY_DIR = '/etc/agents-chain';
-const SPOOL_DIR = '/var/spool/agents-chain';
-/** The image's user: numeric, so runAsNonRoot can be verified without reading /etc/passwd. */
-export const SIDECAR_UID = 10001;
+export { SIDECAR_UID, type Injection } from './sidecar-container.js';
 
 type Obj = Record<string, unknown>;
 export interface PodTemplate {
@@ -27,9 +24,6 @@ export interface PodTemplate {
 
 /** What injection knows about the workload around the template (for warnings only). */
 export interface WorkloadContext { kind?: string; replicas?: number }
-
-/** What the sidecar took, for the Service rewrite of port mode and the status annotation. */
-export interface Injection { capture: CaptureMode; app: AppPort; port: number; adminPort: number; native: boolean; portName?: string }
 
 export type InjectResult =
   | { outcome: 'not-requested' }
@@ -71,7 +65,41 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
     return a[ANNOTATION.allowUnprotected] === 'true' ? unprotected(input, problems) : { outcome: 'refused', reasons: problems };
   }
   if (containers.length === 0) reasons.push('the pod has no containers');
+  const plan = planInjection(a, spec, containers, inits, defaults, context, reasons);
+  const allowUnprotected = bool(a[ANNOTATION.allowUnprotected], ANNOTATION.allowUnprotected, false, reasons);
+  if (reasons.length || !plan) return allowUnprotected ? unprotected(input, reasons) : { outcome: 'refused', reasons };
+  return applyPlan(input, plan, defaults, context, allowUnprotected);
+}
 
+/** What the annotations (and defaults) ask for, checked; every problem goes to `reasons`. */
+interface Plan { policy: string; capture: CaptureMode; port: number; adminPort: number; logLevel: string; excluded: number[]; app: AppPort; native: boolean }
+type Settings = Omit<Plan, 'policy' | 'excluded' | 'app' | 'native'> & { policy: string | undefined; excluded: number[] | string };
+
+function planInjection(
+  a: Record<string, string>, spec: NonNullable<PodTemplate['spec']>, containers: Obj[], inits: Obj[],
+  defaults: InjectDefaults, context: WorkloadContext, reasons: string[],
+): Plan | undefined {
+  const settings = readAnnotations(a, defaults, reasons);
+  const { policy, port, adminPort, excluded } = settings;
+  const app = appPort(containers, a[ANNOTATION.upstreamPort], ANNOTATION.upstreamPort, Array.isArray(excluded) ? excluded : []);
+  if (typeof app === 'string') reasons.push(app);
+  else appPortReasons(app, containers, settings, reasons);
+  for (const c of [...containers, ...inits]) {
+    for (const p of portsOf(c)) {
+      if (p.containerPort === port || p.containerPort === adminPort) reasons.push(`port ${p.containerPort} of container ${String(c.name)} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
+    }
+  }
+  const mesh = meshProblem([...containers, ...inits], settings.capture);
+  if (mesh) reasons.push(mesh);
+  // In the node's network namespace the capture rules would redirect the node's own traffic, and the app's
+  // port is the node's: no NetworkPolicy applies to it either. Neither mode can protect such a pod.
+  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false) reasons.push('the pod uses hostNetwork: true, where the app\'s port is the node\'s and neither capture mode can keep traffic from going around the sidecar');
+  const native = nativeSidecar(a, spec, defaults, context, reasons);
+  if (typeof app === 'string' || typeof excluded === 'string' || !policy) return undefined;
+  return { ...settings, policy, excluded, app, native };
+}
+
+function readAnnotations(a: Record<string, string>, defaults: InjectDefaults, reasons: string[]): Settings {
   for (const key of Object.keys(a)) {
     if (key.startsWith('agents-chain.io/') && !USER_ANNOTATIONS.has(key) && key !== ANNOTATION.status) reasons.push(`unknown annotation ${key} (a typo? known: ${[...USER_ANNOTATIONS].join(', ')})`);
   }
@@ -79,7 +107,7 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
   if (!policy) reasons.push(`${ANNOTATION.policy} (the policy ConfigMap's name) is required`);
   else if (!isObjectName(policy)) reasons.push(`${ANNOTATION.policy} must be a ConfigMap name, got "${policy}"`);
   for (const key of [ANNOTATION.redisSecret, ANNOTATION.adminTokenSecret, ANNOTATION.auditKeySecret]) {
-    if (a[key] !== undefined && !isObjectName(a[key]!)) reasons.push(`${key} must be a Secret name, got "${a[key]}"`);
+    if (a[key] !== undefined && !isObjectName(a[key])) reasons.push(`${key} must be a Secret name, got "${a[key]}"`);
   }
   const capture = (a[ANNOTATION.capture] ?? defaults.captureMode) as CaptureMode;
   if (!CAPTURE_MODES.includes(capture)) reasons.push(`${ANNOTATION.capture} must be ${CAPTURE_MODES.join(' or ')}, got "${capture}"`);
@@ -89,49 +117,45 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
   const logLevel = a[ANNOTATION.logLevel] ?? defaults.logLevel;
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) reasons.push(`${ANNOTATION.logLevel} must be ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   for (const key of [ANNOTATION.cpuRequest, ANNOTATION.memoryRequest, ANNOTATION.memoryLimit]) {
-    if (a[key] !== undefined && !isQuantity(a[key]!)) reasons.push(`${key} must be a resource quantity (e.g. 100m, 128Mi), got "${a[key]}"`);
+    if (a[key] !== undefined && !isQuantity(a[key])) reasons.push(`${key} must be a resource quantity (e.g. 100m, 128Mi), got "${a[key]}"`);
   }
   const excluded = portList(a[ANNOTATION.excludeInboundPorts], ANNOTATION.excludeInboundPorts);
   if (typeof excluded === 'string') reasons.push(excluded);
+  return { policy, capture, port, adminPort, logLevel, excluded };
+}
 
-  const app = appPort(containers, a[ANNOTATION.upstreamPort], ANNOTATION.upstreamPort, Array.isArray(excluded) ? excluded : []);
-  if (typeof app === 'string') reasons.push(app);
-  else {
-    if (app.number === port || app.number === adminPort) reasons.push(`the app's port ${app.number} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
-    if (Array.isArray(excluded) && excluded.includes(app.number)) reasons.push(`${ANNOTATION.excludeInboundPorts} lists the app's port ${app.number}: that would leave it unprotected`);
-    if (capture === 'port' && app.name) {
-      // A Service resolves targetPort by name to the first container declaring it (the app before the sidecar).
-      for (const c of containers) {
-        for (const p of portsOf(c)) {
-          if (c.name !== app.container && p.name === app.name) reasons.push(`capture mode "port": container ${String(c.name)} also declares a port named "${app.name}", which a Service would reach instead of the sidecar`);
-          if (c.name === app.container && p.containerPort === app.number && p.name && p.name !== app.name) reasons.push(`capture mode "port": port ${app.number} is also declared as "${p.name}", a name a Service could reach the app by around the sidecar`);
-          if (c.name === app.container && p.containerPort === app.number && (p as { hostPort?: unknown }).hostPort !== undefined) reasons.push(`capture mode "port": port ${app.number} has a hostPort, which reaches the app from the node around the sidecar; use capture mode iptables`);
-        }
+/** The app's port must be reachable only through the sidecar. */
+function appPortReasons(app: AppPort, containers: Obj[], { capture, port, adminPort, excluded }: Settings, reasons: string[]): void {
+  if (app.number === port || app.number === adminPort) reasons.push(`the app's port ${app.number} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
+  if (Array.isArray(excluded) && excluded.includes(app.number)) reasons.push(`${ANNOTATION.excludeInboundPorts} lists the app's port ${app.number}: that would leave it unprotected`);
+  if (capture === 'port' && app.name) {
+    // A Service resolves targetPort by name to the first container declaring it (the app before the sidecar).
+    for (const c of containers) {
+      for (const p of portsOf(c)) {
+        if (c.name !== app.container && p.name === app.name) reasons.push(`capture mode "port": container ${String(c.name)} also declares a port named "${app.name}", which a Service would reach instead of the sidecar`);
+        if (c.name === app.container && p.containerPort === app.number && p.name && p.name !== app.name) reasons.push(`capture mode "port": port ${app.number} is also declared as "${p.name}", a name a Service could reach the app by around the sidecar`);
+        if (c.name === app.container && p.containerPort === app.number && (p as { hostPort?: unknown }).hostPort !== undefined) reasons.push(`capture mode "port": port ${app.number} has a hostPort, which reaches the app from the node around the sidecar; use capture mode iptables`);
       }
     }
-    if (capture === 'port' && !app.name) reasons.push(`capture mode "port" takes the app's port by name, and port ${app.number} of container ${app.container} has none: name it (and target it by name in the Service), or use capture mode iptables`);
   }
-  for (const c of [...containers, ...inits]) {
-    for (const p of portsOf(c)) {
-      if (p.containerPort === port || p.containerPort === adminPort) reasons.push(`port ${p.containerPort} of container ${String(c.name)} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
-    }
-  }
-  const mesh = meshProblem([...containers, ...inits], capture);
-  if (mesh) reasons.push(mesh);
-  // In the node's network namespace the capture rules would redirect the node's own traffic, and the app's
-  // port is the node's: no NetworkPolicy applies to it either. Neither mode can protect such a pod.
-  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false) reasons.push('the pod uses hostNetwork: true, where the app\'s port is the node\'s and neither capture mode can keep traffic from going around the sidecar');
-  // A Job's pod ends when its containers end: a plain sidecar container would keep it running forever.
+  if (capture === 'port' && !app.name) reasons.push(`capture mode "port" takes the app's port by name, and port ${app.number} of container ${app.container} has none: name it (and target it by name in the Service), or use capture mode iptables`);
+}
+
+/** A Job's pod ends when its containers end: a plain sidecar container would keep it running forever. */
+function nativeSidecar(a: Record<string, string>, spec: NonNullable<PodTemplate['spec']>, defaults: InjectDefaults, context: WorkloadContext, reasons: string[]): boolean {
   const restartPolicy = spec.restartPolicy;
   const runsToCompletion = restartPolicy === 'Never' || restartPolicy === 'OnFailure' || context.kind === 'Job' || context.kind === 'CronJob';
-  let native = bool(a[ANNOTATION.nativeSidecar], ANNOTATION.nativeSidecar, defaults.nativeSidecar, reasons);
-  if (runsToCompletion) {
-    if (a[ANNOTATION.nativeSidecar] === 'false') reasons.push(`the pod runs to completion (restartPolicy ${String(restartPolicy ?? 'of a Job')}): the sidecar must be a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29), but ${ANNOTATION.nativeSidecar} is "false"`);
-    native = true;
-  }
-  const allowUnprotected = bool(a[ANNOTATION.allowUnprotected], ANNOTATION.allowUnprotected, false, reasons);
-  if (reasons.length || typeof app === 'string' || typeof excluded === 'string') return allowUnprotected ? unprotected(input, reasons) : { outcome: 'refused', reasons };
+  const native = bool(a[ANNOTATION.nativeSidecar], ANNOTATION.nativeSidecar, defaults.nativeSidecar, reasons);
+  if (!runsToCompletion) return native;
+  const shown = typeof restartPolicy === 'string' ? restartPolicy : 'of a Job';
+  if (a[ANNOTATION.nativeSidecar] === 'false') reasons.push(`the pod runs to completion (restartPolicy ${shown}): the sidecar must be a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29), but ${ANNOTATION.nativeSidecar} is "false"`);
+  return true;
+}
 
+/** The checked plan applied to a copy of the template. */
+function applyPlan(input: PodTemplate, plan: Plan, defaults: InjectDefaults, context: WorkloadContext, allowUnprotected: boolean): InjectResult {
+  const a = input.metadata?.annotations ?? {};
+  const { capture, app, port, adminPort, native } = plan;
   const next: PodTemplate = structuredClone(input);
   const s = (next.spec ??= {});
   const nextContainers = list(s.containers);
@@ -140,48 +164,27 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
   const injection: Injection = { capture, app, port, adminPort, native };
   let probes: Record<string, AppProbe> = {};
   if (capture === 'iptables') {
-    const skip = new Set([port, adminPort, ...excluded]);
-    for (const c of [...nextContainers, ...nextInits.filter((i) => i.restartPolicy === 'Always')]) {
-      const r = redirectProbes(c, (p) => !skip.has(p), adminPort);
-      if (typeof r === 'string') return allowUnprotected ? unprotected(input, [r]) : { outcome: 'refused', reasons: [r] };
-      probes = { ...probes, ...r };
-      for (const p of portsOf(c)) {
-        if (!skip.has(p.containerPort) && p.containerPort !== app.number && (p.protocol ?? 'TCP') === 'TCP') {
-          warnings.push(`port ${p.containerPort} of container ${String(c.name)} is captured too, and its traffic goes to the app's port ${app.number}; list it in ${ANNOTATION.excludeInboundPorts} if agents do not call it`);
-        }
-      }
-    }
+    const r = prepareIptables(nextContainers, nextInits, plan, warnings);
+    if (typeof r === 'string') return allowUnprotected ? unprotected(input, [r]) : { outcome: 'refused', reasons: [r] };
+    probes = r;
   } else {
-    const owner = nextContainers.find((c) => c.name === app.container)!;
-    const taken = new Set([...nextContainers, ...nextInits].flatMap((c) => portsOf(c).map((p) => p.name).filter((n): n is string => !!n)));
-    const renamed = renamedPort(app.name!, taken);
-    for (const p of portsOf(owner)) if (p.name === app.name) p.name = renamed;
-    renameProbePorts(owner, app.name!, renamed);
-    injection.portName = app.name;
-  }
-  if (capture === 'iptables') {
-    for (const c of [...nextContainers, ...nextInits]) {
-      const sc = (c.securityContext ?? {}) as { privileged?: unknown; capabilities?: { add?: unknown } };
-      const added = Array.isArray(sc.capabilities?.add) ? (sc.capabilities!.add as unknown[]).map(String) : [];
-      if (sc.privileged === true || added.some((x) => ['NET_ADMIN', 'SYS_ADMIN', 'ALL'].includes(x.toUpperCase().replace(/^CAP_/, '')))) {
-        warnings.push(`container ${String(c.name)} is privileged or adds NET_ADMIN/SYS_ADMIN: it can change the pod's capture rules and reach the app around the sidecar`);
-      }
-    }
+    const portName = renameAppPort(nextContainers, nextInits, app);
+    if (portName !== undefined) injection.portName = portName;
   }
   if ((context.replicas ?? 1) > 1 && !a[ANNOTATION.redisSecret]) {
     warnings.push(`${context.replicas} replicas without ${ANNOTATION.redisSecret}: each sidecar keeps its own replay window, so one token can be used once per replica; give the replicas a shared Redis`);
   }
 
-  const sidecar = sidecarContainer(a, defaults, injection, logLevel, probes);
+  const sidecar = sidecarContainer(a, defaults, injection, plan.logLevel, probes);
   // Capture runs last of the init containers: capture is inbound only, so running first protects nothing,
   // and a later init container with NET_ADMIN could flush its rules.
-  const last = capture === 'iptables' ? [captureContainer(defaults, injection, excluded)] : [];
+  const last = capture === 'iptables' ? [captureContainer(defaults, injection, plan.excluded)] : [];
   if (native) s.initContainers = [{ ...sidecar, restartPolicy: 'Always' }, ...nextInits, ...last];
   else {
     s.containers = [...nextContainers, sidecar];
     if (last.length) s.initContainers = [...nextInits, ...last];
   }
-  s.volumes = [...list(s.volumes).filter((v) => !String(v.name).startsWith('agents-chain-')), ...volumes(policy!)];
+  s.volumes = [...list(s.volumes).filter((v) => !String(v.name).startsWith('agents-chain-')), ...volumes(plan.policy)];
   const grace = drainDelaySeconds(defaults, injection) + SHUTDOWN_GRACE_SECONDS + AUDIT_DRAIN_SECONDS + 5;
   const current = typeof s.terminationGracePeriodSeconds === 'number' ? s.terminationGracePeriodSeconds : 30;
   if (current < grace) s.terminationGracePeriodSeconds = grace;
@@ -195,12 +198,46 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
 }
 
 /**
- * A native sidecar gets SIGTERM only after the app has exited: keeping its listener open then would only
- * answer 502 instead of refusing, and hold a Job's pod longer. A regular sidecar stops with the app, and
- * keeps accepting while the endpoint removal reaches every client.
+ * iptables mode: probes on captured ports are redirected through the sidecar's admin port (their
+ * targets returned for AGENTS_CHAIN_APP_PROBES), or the reason they cannot be; warnings for other captured
+ * ports and for containers that could change the capture rules.
  */
-function drainDelaySeconds(defaults: InjectDefaults, inj: Injection): number {
-  return inj.native ? 0 : defaults.drainDelaySeconds;
+function prepareIptables(containers: Obj[], inits: Obj[], { port, adminPort, excluded, app }: Plan, warnings: string[]): Record<string, AppProbe> | string {
+  let probes: Record<string, AppProbe> = {};
+  const skip = new Set([port, adminPort, ...excluded]);
+  for (const c of [...containers, ...inits.filter((i) => i.restartPolicy === 'Always')]) {
+    const r = redirectProbes(c, (p) => !skip.has(p), adminPort);
+    if (typeof r === 'string') return r;
+    probes = { ...probes, ...r };
+    for (const p of portsOf(c)) {
+      if (!skip.has(p.containerPort) && p.containerPort !== app.number && (p.protocol ?? 'TCP') === 'TCP') {
+        warnings.push(`port ${p.containerPort} of container ${String(c.name)} is captured too, and its traffic goes to the app's port ${app.number}; list it in ${ANNOTATION.excludeInboundPorts} if agents do not call it`);
+      }
+    }
+  }
+  for (const c of [...containers, ...inits]) {
+    const sc = (c.securityContext ?? {}) as { privileged?: unknown; capabilities?: { add?: unknown } };
+    const added = Array.isArray(sc.capabilities?.add) ? (sc.capabilities.add as unknown[]).map(String) : [];
+    if (sc.privileged === true || added.some((x) => ['NET_ADMIN', 'SYS_ADMIN', 'ALL'].includes(x.toUpperCase().replace(/^CAP_/, '')))) {
+      warnings.push(`container ${String(c.name)} is privileged or adds NET_ADMIN/SYS_ADMIN: it can change the pod's capture rules and reach the app around the sidecar`);
+    }
+  }
+  return probes;
+}
+
+/**
+ * Port mode: the sidecar takes the app's port name (so Services that target it by name reach the sidecar);
+ * the app's port is renamed, its probes follow. Returns the name taken (planInjection refused an unnamed one).
+ */
+function renameAppPort(containers: Obj[], inits: Obj[], app: AppPort): string | undefined {
+  const name = app.name;
+  const owner = containers.find((c) => c.name === app.container);
+  if (!owner || !name) return undefined;
+  const taken = new Set([...containers, ...inits].flatMap((c) => portsOf(c).map((p) => p.name).filter((n): n is string => !!n)));
+  const renamed = renamedPort(name, taken);
+  for (const p of portsOf(owner)) if (p.name === name) p.name = renamed;
+  renameProbePorts(owner, name, renamed);
+  return name;
 }
 
 function sidecarPort(value: string | undefined, fallback: number, name: string, reasons: string[]): number {
@@ -247,77 +284,4 @@ function unprotected(input: PodTemplate, reasons: string[]): InjectResult {
   const meta = (next.metadata ??= {});
   meta.annotations = { ...meta.annotations, [ANNOTATION.status]: JSON.stringify({ injected: false, unprotected: true, reasons }) };
   return { outcome: 'unprotected', template: next, reasons };
-}
-
-const hardened = { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } };
-
-function sidecarContainer(a: Record<string, string>, defaults: InjectDefaults, inj: Injection, logLevel: string, probes: Record<string, AppProbe>): Obj {
-  const args = ['serve', '--policy', `${POLICY_DIR}/policy.yaml`, '--upstream', `http://127.0.0.1:${inj.app.number}`, '--listen', `[::]:${inj.port}`, '--admin', `[::]:${inj.adminPort}`];
-  const env: Obj[] = [
-    { name: 'AGENTS_CHAIN_LOG_LEVEL', value: logLevel },
-    { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: String(drainDelaySeconds(defaults, inj) * 1000) },
-  ];
-  const secret = (name: string, key: string) => ({ valueFrom: { secretKeyRef: { name, key } } });
-  const auditKey = a[ANNOTATION.auditKeySecret];
-  const adminToken = a[ANNOTATION.adminTokenSecret];
-  const redis = a[ANNOTATION.redisSecret];
-  if (auditKey) {
-    args.push('--audit-spool', SPOOL_DIR);
-    env.push({ name: 'AGENTS_CHAIN_AUDIT_KEY', ...secret(auditKey, 'audit.key') });
-    env.push({ name: 'AGENTS_CHAIN_AUDIT_EXPORT', value: a[ANNOTATION.auditExport] ?? 'stdout' });
-  }
-  if (adminToken) env.push({ name: 'AGENTS_CHAIN_ADMIN_TOKEN', ...secret(adminToken, 'token') });
-  if (redis) env.push({ name: 'AGENTS_CHAIN_REDIS_URL', ...secret(redis, 'url') });
-  if (Object.keys(probes).length) env.push({ name: 'AGENTS_CHAIN_APP_PROBES', value: JSON.stringify(probes) });
-  const probe = (path: string, period: number): Obj => ({ httpGet: { path, port: inj.adminPort }, periodSeconds: period, timeoutSeconds: 2 });
-  const resources = structuredClone(defaults.resources) as { requests?: Obj; limits?: Obj };
-  if (a[ANNOTATION.cpuRequest]) (resources.requests ??= {}).cpu = a[ANNOTATION.cpuRequest];
-  if (a[ANNOTATION.memoryRequest]) (resources.requests ??= {}).memory = a[ANNOTATION.memoryRequest];
-  if (a[ANNOTATION.memoryLimit]) (resources.limits ??= {}).memory = a[ANNOTATION.memoryLimit];
-  return {
-    name: CONTAINER,
-    image: defaults.image,
-    ...(defaults.imagePullPolicy ? { imagePullPolicy: defaults.imagePullPolicy } : {}),
-    args,
-    env,
-    ports: [
-      { name: inj.portName ?? 'agents-chain', containerPort: inj.port, protocol: 'TCP' },
-      { name: 'ac-admin', containerPort: inj.adminPort, protocol: 'TCP' },
-    ],
-    readinessProbe: probe('/readyz', 5),
-    livenessProbe: probe('/healthz', 10),
-    startupProbe: { ...probe('/healthz', 1), failureThreshold: 30 },
-    resources,
-    securityContext: { runAsNonRoot: true, runAsUser: SIDECAR_UID, runAsGroup: SIDECAR_UID, capabilities: { drop: ['ALL'] }, ...hardened },
-    volumeMounts: [
-      { name: 'agents-chain-policy', mountPath: POLICY_DIR, readOnly: true },
-      { name: 'agents-chain-spool', mountPath: SPOOL_DIR },
-      { name: 'agents-chain-tmp', mountPath: '/tmp' },
-    ],
-  };
-}
-
-/**
- * The init container that redirects inbound TCP into the sidecar (like istio-init). It alone has
- * NET_ADMIN/NET_RAW, as root; it exits before any other container starts.
- */
-function captureContainer(defaults: InjectDefaults, inj: Injection, excluded: number[]): Obj {
-  return {
-    name: CAPTURE_CONTAINER,
-    image: defaults.image,
-    ...(defaults.imagePullPolicy ? { imagePullPolicy: defaults.imagePullPolicy } : {}),
-    args: ['capture', '--redirect-to', String(inj.port), '--exclude-ports', [...new Set([inj.port, inj.adminPort, ...excluded])].join(',')],
-    resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } },
-    securityContext: { runAsNonRoot: false, runAsUser: 0, runAsGroup: 0, privileged: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] }, ...hardened },
-    // iptables takes its lock under /run; the root filesystem stays read-only.
-    volumeMounts: [{ name: 'agents-chain-tmp', mountPath: '/run' }],
-  };
-}
-
-function volumes(policy: string): Obj[] {
-  return [
-    { name: 'agents-chain-policy', configMap: { name: policy } },
-    { name: 'agents-chain-spool', emptyDir: { sizeLimit: '1Gi' } },
-    { name: 'agents-chain-tmp', emptyDir: { sizeLimit: '64Mi' } },
-  ];
 }

@@ -25,7 +25,7 @@ const WORKLOADS = ['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job'
 export function podTemplateOf(doc: Obj): PodTemplate | undefined {
   const kind = doc.kind;
   const spec = doc.spec as Obj | undefined;
-  if (kind === 'Pod') return doc as PodTemplate;
+  if (kind === 'Pod') return doc;
   if (WORKLOADS.includes(String(kind))) return spec?.template as PodTemplate | undefined;
   if (kind === 'CronJob') return ((spec?.jobTemplate as Obj | undefined)?.spec as Obj | undefined)?.template as PodTemplate | undefined;
   return undefined;
@@ -33,7 +33,10 @@ export function podTemplateOf(doc: Obj): PodTemplate | undefined {
 
 /** List, DeploymentList, PodList...: anything with items. */
 const isList = (doc: Obj): boolean => typeof doc.kind === 'string' && doc.kind.endsWith('List') && Array.isArray(doc.items);
-const nameOf = (doc: Obj): string => `${String(doc.kind)}/${String((doc.metadata as Obj | undefined)?.name ?? '?')}`;
+const nameOf = (doc: Obj): string => {
+  const name = (doc.metadata as Obj | undefined)?.name;
+  return `${String(doc.kind)}/${typeof name === 'string' ? name : '?'}`;
+};
 const namespaceOf = (doc: Obj): string | undefined => (doc.metadata as Obj | undefined)?.namespace as string | undefined;
 
 interface Taken { injection: Injection; labels: Record<string, string>; namespace: string | undefined; workload: string }

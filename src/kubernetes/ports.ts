@@ -43,7 +43,7 @@ export function appPort(containers: Obj[], annotation: string | undefined, annot
     if (/^\d+$/.test(annotation)) {
       const n = Number(annotation);
       if (!isPortNumber(n)) return `${annotationName} must be a port number (1-65535) or a container port's name, got "${annotation}"`;
-      return declared.find((p) => p.number === n) ?? { container: String(containers[0]?.name ?? ''), number: n };
+      return declared.find((p) => p.number === n) ?? { container: typeof containers[0]?.name === 'string' ? containers[0].name : '', number: n };
     }
     const named = declared.find((p) => p.name === annotation);
     return named ?? `${annotationName} is "${annotation}", but no container declares a TCP port with that name`;

@@ -98,7 +98,7 @@ export class SidecarMetrics {
 
   constructor(private readonly opts: MetricsOptions = {}) {
     const r = this.registry;
-    const self = this;
+    const sources = (): MetricsSources => this.sources;
     this.requests = new Counter({ name: 'agents_chain_requests_total', help: 'Calls by capability and decision (allowed, denied, error).', labelNames: ['capability', 'decision'], registers: [r] });
     this.denials = new Counter({ name: 'agents_chain_denials_total', help: 'Refused calls by capability and reason (the stable error code).', labelNames: ['capability', 'reason'], registers: [r] });
     this.violations = new Counter({ name: 'agents_chain_constraint_violations_total', help: 'Constraint violations that refused a call, by capability and constrained field.', labelNames: ['capability', 'field'], registers: [r] });
@@ -119,7 +119,8 @@ export class SidecarMetrics {
       async collect() {
         // A store that does not answer (Redis down) must not fail the whole scrape: keep the last value.
         try {
-          this.set(self.sources.pendingAccessRequests ? await self.sources.pendingAccessRequests() : 0);
+          const s = sources();
+          this.set(s.pendingAccessRequests ? await s.pendingAccessRequests() : 0);
         } catch { /* last value stays */ }
       },
     });
@@ -127,13 +128,13 @@ export class SidecarMetrics {
     this.auditExportFailures = new Counter({ name: 'agents_chain_audit_export_failures_total', help: 'Failed audit export attempts (each is retried), by exporter.', labelNames: ['exporter'], registers: [r] });
     this.auditDropped = new Counter({ name: 'agents_chain_audit_entries_dropped_total', help: 'Audit records not kept: the spool was down and the in-memory backlog full (those calls were refused), or a batch could not be sealed (logged).', registers: [r] });
     this.auditUnaudited = new Counter({ name: 'agents_chain_audit_unaudited_calls_total', help: 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).', registers: [r] });
-    const audit = () => self.sources.audit?.();
+    const audit = () => sources().audit?.();
     // Read from the trail's own count when scraped: nothing to do per call on the request path.
     this.auditEntries = new Counter({ name: 'agents_chain_audit_entries_total', help: 'Audit entries recorded.', registers: [r], collect() { this.reset(); this.inc(audit()?.recorded ?? 0); } });
     new Gauge({ name: 'agents_chain_audit_entries_buffered', help: 'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).', registers: [r], collect() { this.set(audit()?.buffered ?? 0); } });
     new Gauge({ name: 'agents_chain_audit_spool_bytes', help: 'Bytes of sealed batches not yet acknowledged by every exporter.', registers: [r], collect() { this.set(audit()?.spoolBytes ?? 0); } });
     new Gauge({ name: 'agents_chain_audit_oldest_unexported_age_seconds', help: 'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).', registers: [r], collect() { this.set(audit()?.oldestUnexportedAgeSeconds ?? 0); } });
-    new Gauge({ name: 'agents_chain_audit_available', help: '1 when the audit trail can take entries, 0 when the spool is full or failing (calls are then refused).', registers: [r], collect() { this.set(audit() ? Number(audit()!.available) : 1); } });
+    new Gauge({ name: 'agents_chain_audit_available', help: '1 when the audit trail can take entries, 0 when the spool is full or failing (calls are then refused).', registers: [r], collect() { const a = audit(); this.set(a ? Number(a.available) : 1); } });
     this.policyReloads = new Counter({ name: 'agents_chain_policy_reloads_total', help: 'Policy reloads by result (success, failure).', labelNames: ['result'], registers: [r] });
     this.policyInfo = new Gauge({ name: 'agents_chain_policy_info', help: 'The active policy: 1, labelled with its SHA-256.', labelNames: ['hash'], registers: [r] });
     this.policyLoadedAt = new Gauge({ name: 'agents_chain_policy_loaded_timestamp_seconds', help: 'When the active policy was loaded (Unix seconds).', registers: [r] });

@@ -51,7 +51,7 @@ export function locate(
       const pair = items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === String(part));
       if (!isPair(pair)) break;
       const last = i === path.length - 1;
-      if (last && asKey) { best = rangeOf(pair.key) ?? best; node = undefined; break; }
+      if (last && asKey) { best = rangeOf(pair.key) ?? best; break; }
       next = pair.value ?? pair.key;
       if (pair.value === null) best = rangeOf(pair.key) ?? best;
     } else {

@@ -5,7 +5,7 @@ import type { PathTemplate } from '../routing/template.js';
 /** An Ed25519 public key, imported once when the policy loads. */
 export type VerificationKey = KeyObject;
 
-/** One argument rule, as written in the policy (the seed's five operators). */
+/** One argument rule, as written in the policy: the five operators of the agents-chain spec (../shared/seeds/002_9af9aaa6cc5deb37.txt): max, min, in, not_in, exact. */
 export interface ConstraintRule {
   max?: number;
   min?: number;
@@ -77,7 +77,7 @@ export type EndpointAuth = 'agent' | 'host' | 'none' | 'optional_agent';
 export type Route =
   | { kind: 'capability'; method: string; template: PathTemplate; capability: Capability; variants?: CapabilityVariant[] }
   | { kind: 'public'; method: string; template: PathTemplate }
-  | { kind: 'endpoint'; method: string; template: PathTemplate; endpoint: EndpointName; audience: string; auth: EndpointAuth };
+  | { kind: 'endpoint'; method: string; template: PathTemplate; endpoint: EndpointName; audience: string; auth: EndpointAuth; /** Its name in the discovery document, if published. */ discoveryName?: string };
 
 /** How denials and successes are presented to agents (the context-awareness guide). */
 export interface ContextSettings {

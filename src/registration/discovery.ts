@@ -1,14 +1,4 @@
-import type { EndpointName, Policy } from '../policy/types.js';
-
-/** Where each served endpoint sits, under the Agent Auth discovery names. */
-const ENDPOINT_NAMES: Partial<Record<EndpointName, string>> = {
-  register: 'register',
-  capability_list: 'capabilities',
-  agent_status: 'status',
-  revoke: 'revoke',
-  request_permission: 'request_permission',
-  constraint_context: 'constraints',
-};
+import type { Policy } from '../policy/types.js';
 
 /**
  * GET /.well-known/agent-configuration, after the Agent Auth Protocol draft
@@ -20,7 +10,7 @@ export function discoveryDocument(policy: Policy): Record<string, unknown> {
   const endpoints: Record<string, string> = {};
   for (const route of policy.routes) {
     if (route.kind !== 'endpoint') continue;
-    const name = ENDPOINT_NAMES[route.endpoint];
+    const name = route.discoveryName;
     if (name) endpoints[name] = route.template.source;
   }
   const defaults = new Set<string>();

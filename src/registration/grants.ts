@@ -77,7 +77,7 @@ function readRule(rule: unknown, where: string): ConstraintRule | string {
   for (const k of ['max', 'min'] as const) if (r[k] !== undefined && !(typeof r[k] === 'number' && Number.isFinite(r[k]))) return `${where}: ${k} must be a number`;
   for (const k of ['in', 'not_in'] as const) if (r[k] !== undefined && !(Array.isArray(r[k]) && (r[k] as unknown[]).every(isScalar))) return `${where}: ${k} must be a list of strings, numbers or booleans`;
   if (r.exact !== undefined && !isScalar(r.exact)) return `${where}: exact must be a string, number or boolean`;
-  return r as ConstraintRule;
+  return r;
 }
 
 /**

@@ -27,12 +27,14 @@ import { findActiveGrant } from '../auth/grant.js';
 import { isDenial } from '../errors.js';
 import { DEFAULT_MAX_HEADERS, upstreamRequestHeaders } from '../http/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
-import { handleCall, type PipelineDeps } from '../pipeline/pipeline.js';
+import { handleCall } from '../pipeline/pipeline.js';
+import type { Deps } from '../pipeline/deps.js';
+import { approvalExecutor } from '../app/executor.js';
+import { writeSocketError } from '../http/respond.js';
+import { DEFAULT_LIMITS, DEFAULT_MAX_BODY_BYTES, DEFAULT_DRAIN_DELAY_MS, type Limits } from './limits.js';
 import type { AppProbes } from '../kubernetes/app-probes.js';
 
-export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
-/** `serve`'s drain delay: longer than endpoint removal usually takes to reach kube-proxy and ingress controllers. */
-export const DEFAULT_DRAIN_DELAY_MS = 5_000;
+export { DEFAULT_DRAIN_DELAY_MS, DEFAULT_MAX_BODY_BYTES };
 
 export interface SidecarOptions {
   policy: Policy;
@@ -119,7 +121,15 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const adminProblem = adminStartupProblem({ adminToken: opts.adminToken, insecureNoToken: opts.adminInsecureNoToken, approvals: Boolean(opts.policy.accessRequests) });
   if (adminProblem) throw new Error(adminProblem);
   if (opts.adminInsecureNoToken) log.warn('admin API open without a token: anyone who reaches the admin listener reads audit entries and approves calls', { flag: INSECURE_FLAG });
-  const upstream = new Upstream(opts.upstream, 128, opts.policy.egress ? 600_000 : 60_000);
+  const limits: Limits = {
+    ...DEFAULT_LIMITS,
+    maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes,
+    maxHeaders: opts.maxHeaders ?? DEFAULT_LIMITS.maxHeaders,
+    maxQueryParams: opts.maxQueryParams ?? DEFAULT_LIMITS.maxQueryParams,
+    shutdownGraceMs: opts.shutdownGraceMs ?? DEFAULT_LIMITS.shutdownGraceMs,
+    auditDrainMs: opts.audit?.drainMs ?? DEFAULT_LIMITS.auditDrainMs,
+  };
+  const upstream = new Upstream(opts.upstream, limits.upstreamConnections, opts.policy.egress ? limits.egressUpstreamHeadersTimeoutMs : limits.upstreamHeadersTimeoutMs);
   const now = opts.now ?? Date.now;
   const metrics = new SidecarMetrics(opts.metrics);
   const shared = opts.redis ? sharedStores(opts.redis, log, metrics, now) : undefined;
@@ -131,12 +141,14 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   await audit?.start();
   if (!audit) log.warn('audit trail disabled: no audit key (--audit-key-file or AGENTS_CHAIN_AUDIT_KEY)');
   const egress = opts.policy.egress ? await egressIdentity(opts) : undefined;
+  // Always present (a reload may add hosts); consulted only while the policy lists hosts.
+  const registered = new RegisteredAgents(opts.agentRegistry ?? (shared ? new RedisAgentRegistry(shared.client, shared.prefix) : new MemoryAgentRegistry()));
   const approvals = opts.policy.accessRequests
     ? new ApprovalService(
         opts.accessRequestStore ?? shared?.accessRequests ?? new MemoryAccessRequestStore(),
         opts.policy.accessRequests,
         opts.notifier ?? webhookFrom(opts, log),
-        executor(upstream, () => current.policy, now, opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, egress?.credential),
+        approvalExecutor({ upstream, policy: () => current.policy, registered, now, rules: { tokenHeader: opts.tokenHeader ?? 'authorization', egress }, limits }),
         log,
         now,
         (event, r) => {
@@ -149,13 +161,11 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     pendingAccessRequests: approvals ? async () => (await approvals.pending()).length : undefined,
     audit: audit && (() => ({ recorded: audit.stats.recorded, buffered: audit.buffered, spoolBytes: audit.stats.spoolBytes, oldestUnexportedAgeSeconds: audit.oldestUnexportedAgeSeconds(now()), available: audit.available })),
   });
-  const deps: PipelineDeps = {
+  const deps: Deps = {
     policy: opts.policy,
     replay: opts.replay ?? shared?.replay ?? memoryReplayStore(opts.replayMaxEntries, log, now),
     tokenHeader: opts.tokenHeader ?? 'authorization',
-    maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
-    maxHeaders: opts.maxHeaders ?? DEFAULT_MAX_HEADERS,
-    maxQueryParams: opts.maxQueryParams ?? DEFAULT_MAX_QUERY_PARAMS,
+    limits,
     now,
     upstream,
     log,
@@ -163,8 +173,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     audit,
     metrics,
     egress,
-    // Always present (a reload may add hosts); consulted only while the policy lists hosts.
-    registered: new RegisteredAgents(opts.agentRegistry ?? (shared ? new RedisAgentRegistry(shared.client, opts.redis!.prefix) : new MemoryAgentRegistry())),
+    registered,
   };
   let ready = false;
   // Set on close: readiness fails and responses carry `connection: close`, while the listener still accepts.
@@ -183,25 +192,12 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
   // Node keeps only the first maxHeadersCount headers and drops the rest unseen: one more than the limit lets
   // checkRequestShape see that there were too many and refuse (431) instead of judging a truncated request.
-  data.maxHeadersCount = deps.maxHeaders! + 1;
-  data.keepAliveTimeout = 65_000;
-  // A caller gets 10 s to send its headers and 30 s for the whole request (slow-body callers are cut off).
-  data.headersTimeout = 10_000;
-  data.requestTimeout = 30_000;
-  data.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    // Requests Node's parser refuses still get the JSON error shape.
-    if (!socket.writable || (err as { code?: string }).code === 'ECONNRESET') return void socket.destroy();
-    const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-    // Node's parser caps the header block at --max-http-header-size (16 KiB): too many headers as well.
-    const overflow = err.code === 'HPE_HEADER_OVERFLOW';
-    const body = JSON.stringify(timeout
-      ? { error: 'request_timeout', message: 'the request was not received in time' }
-      : overflow
-        ? { error: 'too_many_headers', message: `the request headers exceed ${maxHeaderSize} bytes` }
-        : { error: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'parse error'})` });
-    const statusLine = timeout ? '408 Request Timeout' : overflow ? '431 Request Header Fields Too Large' : '400 Bad Request';
-    socket.end(`HTTP/1.1 ${statusLine}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-  });
+  data.maxHeadersCount = limits.maxHeaders + 1;
+  data.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  data.headersTimeout = limits.headersTimeoutMs;
+  data.requestTimeout = limits.requestTimeoutMs;
+  // Requests Node's parser refuses still get the JSON error shape.
+  data.on('clientError', (err: NodeJS.ErrnoException, socket) => writeSocketError(socket, err));
   // Readiness: the policy was loaded (startup refuses otherwise), both listeners are up, the audit spool takes entries.
   const readiness = () => ({
     policy: true, listeners: ready,
@@ -272,7 +268,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         // after a while, so the listener keeps accepting (and serving) for the drain delay: a connection
         // refused in that window would be a failed call. Then stop accepting and let calls finish.
         draining = true;
-        const grace = opts.shutdownGraceMs ?? 15_000;
+        const grace = limits.shutdownGraceMs;
         if (delay > 0) {
           log.info('draining: /readyz fails, new connections are still accepted', { phase: 'drain_delay', drainDelayMs: delay, shutdownGraceMs: grace });
           await new Promise<void>((resolve) => {
@@ -296,8 +292,8 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
         await closeServer(admin, 1_000);
         approvals?.close();
         // Calls are done and recorded: flush and deliver what we can; the rest stays in the spool.
-        if (audit) log.info('draining: calls finished; delivering the audit trail', { phase: 'audit_drain', auditDrainMs: opts.audit?.drainMs ?? 10_000 });
-        await audit?.drain(opts.audit?.drainMs ?? 10_000);
+        if (audit) log.info('draining: calls finished; delivering the audit trail', { phase: 'audit_drain', auditDrainMs: limits.auditDrainMs });
+        await audit?.drain(limits.auditDrainMs);
         await upstream.close();
         await shared?.close();
         log.info('stopped', { phase: 'stopped' });
@@ -336,6 +332,7 @@ function sharedStores(settings: RedisSettings, log: Logger, metrics: SidecarMetr
   const cluster = (settings.cluster?.length ?? 0) > 0;
   return {
     client,
+    prefix: settings.prefix,
     // One namespace for token ids on this Redis, whatever the prefix; a Cluster spreads it over 16 hash tags.
     replay: new RedisReplayStore(client, {
       log, now, windowMs: REPLAY_WINDOW_SECONDS * 1000, slotGroups: cluster ? 16 : 1, watchServer: !cluster,
@@ -361,31 +358,6 @@ function auditObserver(m: SidecarMetrics): AuditObserver {
 function countApprovalEvent(m: SidecarMetrics, event: ApprovalEvent, r: AccessRequest, nowMs: number): void {
   if (event === 'created') m.accessRequestsCreated.inc({ capability: r.capability });
   else if (event === 'approved' || event === 'denied' || event === 'expired') m.accessRequestResolved(r.capability, event, (nowMs - r.createdAt) / 1000);
-}
-
-/** Runs an approved call exactly as a normal one: same route, identity headers, the planned body. */
-function executor(upstream: Upstream, activePolicy: () => Policy, now: () => number, maxBytes: number, credential?: [string, string]): Executor {
-  return async (r) => {
-    // The grant may have been revoked, have expired or been reloaded away while the human thought about it.
-    const grant = findActiveGrant(activePolicy().grants, r.agentId, r.capability, now());
-    if (isDenial(grant)) return { status: 403, body: { error: grant.code, message: grant.message } };
-    const body = r.body === undefined ? undefined : Buffer.from(r.body, 'base64');
-    // Egress: the provider gets the sidecar's key and no identity headers, exactly as on a normal call.
-    const headers = upstreamRequestHeaders([...r.headers, ...(body ? ['content-type', 'application/json'] : [])], {
-      identity: credential ? undefined : { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
-      credential,
-      requestId: r.id,
-      bodyLength: body?.length,
-    });
-    headers.push('agent-permission', 'approved');
-    const answer = await upstream.fetch(r.method, r.target, headers, body, { timeoutMs: 30_000, maxBytes });
-    const type = String(answer.headers['content-type'] ?? '');
-    let parsed: unknown = answer.body.toString('utf8');
-    if (/json/i.test(type)) {
-      try { parsed = JSON.parse(parsed as string); } catch { /* keep the text */ }
-    }
-    return { status: answer.status, contentType: type || undefined, body: parsed };
-  };
 }
 
 /** The in-process replay window, bounded so that it refuses calls before the process runs out of memory. */

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { call } from '../support/http.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
 
 // The admin listener as `serve` runs it: probes and /metrics open, the rest only with the admin token,
@@ -15,13 +15,7 @@ const SMS = `${ROOT}config/examples/sms.yaml`;
 const TOKEN = 'admin-test-token-5f1c0e9d8b11';
 const env = { SMS_APPROVAL_WEBHOOK_URL: 'http://127.0.0.1:9/hook', AGENTS_CHAIN_ADMIN_TOKEN: '', AGENTS_CHAIN_ADMIN_INSECURE_NO_TOKEN: '' };
 
-async function get(url: string, token?: string): Promise<{ status: number; json: any }> {
-  const r = await request(url, { headers: token ? { authorization: `Bearer ${token}` } : {} });
-  const text = await r.body.text();
-  let json: unknown = text;
-  try { json = JSON.parse(text); } catch { /* metrics text */ }
-  return { status: r.statusCode, json };
-}
+const get = (url: string, token?: string) => call(url, { token });
 
 describe('admin listener access (serve)', () => {
   let app: Recorder;
@@ -70,7 +64,7 @@ describe('admin listener access (serve)', () => {
     expect((await get(`${admin}/readyz`)).status).toBe(200);
     const metrics = await get(`${admin}/metrics`);
     expect(metrics.status).toBe(200);
-    expect(metrics.json).toContain('agents_chain_');
+    expect(metrics.text).toContain('agents_chain_');
   });
 
   it('without a token (no approvals in the policy): everything but the probes and /metrics is closed', async () => {

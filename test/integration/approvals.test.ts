@@ -1,30 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import type { TestAgent } from '../support/fixture.js';
+import { call, type Reply } from '../support/http.js';
 import { ADMIN_TOKEN, startApprovalEnv, type ApprovalEnv } from '../support/approvals.js';
 import { REDIS_URL, testPrefix } from '../support/redis.js';
 import { until } from '../support/until.js';
 import type { SidecarOptions } from '../../src/sidecar/start.js';
 
-interface Reply { status: number; headers: Record<string, unknown>; json: any }
-
-async function call(env: ApprovalEnv, bot: TestAgent, opts: { method?: string; path: string; aud: string; body?: unknown; headers?: Record<string, string> }): Promise<Reply> {
-  const res = await request(`${env.sidecar.url}${opts.path}`, {
-    method: (opts.method ?? 'GET') as 'GET',
-    headers: {
-      authorization: `Bearer ${await bot.signer.sign(opts.aud)}`,
-      ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-      ...opts.headers,
-    },
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, headers: res.headers, json: text ? JSON.parse(text) : undefined };
+/** A call signed by `bot` for the audience `aud`. */
+async function callAs(env: ApprovalEnv, bot: TestAgent, opts: { method?: string; path: string; aud: string; body?: unknown; headers?: Record<string, string> }): Promise<Reply> {
+  const { aud, ...rest } = opts;
+  return call(env, { ...rest, token: await bot.signer.sign(aud) });
 }
 
-const sendSms = (env: ApprovalEnv, to: string, bot = env.bot) => call(env, bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { to, body: 'hello' } });
+const sendSms = (env: ApprovalEnv, to: string, bot = env.bot) => callAs(env, bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { to, body: 'hello' } });
 const askPermission = (env: ApprovalEnv, to: string, bot = env.bot, headers: Record<string, string> = {}) =>
-  call(env, bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', headers,
+  callAs(env, bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', headers,
     body: { capability: 'send_sms', args: { to, body: 'User asked me to notify this number' }, reason: 'The user explicitly asked for this number' } });
 
 describe('context-aware mode and human approval (the send_sms story)', () => {
@@ -140,15 +130,15 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
     expect(accepted.json).toMatchObject({ status: 'pending', statusUrl: `/agent/request-permission/${accepted.json.requestId}` });
     const note = await env.inbox.nextRequest();
     expect(note.requestId).toBe(accepted.json.requestId);
-    const poll = () => call(env, env.bot, { path: accepted.json.statusUrl, aud: 'request_permission' });
+    const poll = () => callAs(env, env.bot, { path: accepted.json.statusUrl, aud: 'request_permission' });
     expect((await poll()).status).toBe(202);
     await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code });
     let final = await poll();
-    for (let i = 0; i < 20 && final.status === 202; i++) { await new Promise((r) => setTimeout(r, 25)); final = await poll(); }
+    await until(async () => (final = await poll()).status !== 202, 2_000); // the approved call runs, then the status says so
     expect(final.status).toBe(200);
     expect(final.json).toMatchObject({ permission: 'approved', result: { sent: true } });
     // Another agent cannot read it.
-    expect((await call(env, env.bots[1]!, { path: accepted.json.statusUrl, aud: 'request_permission' })).status).toBe(404);
+    expect((await callAs(env, env.bots[1]!, { path: accepted.json.statusUrl, aud: 'request_permission' })).status).toBe(404);
   });
 
   it('many agents can wait at once, each released by its own approval', async () => {
@@ -170,9 +160,9 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
 
   it('needs a path for capabilities with parameters, and refuses a path of another capability', async () => {
     const body = (path?: string) => ({ capability: 'list_messages', args: {}, reason: 'need more', ...(path ? { path } : {}) });
-    const ask = (b: unknown) => call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: b });
+    const ask = (b: unknown) => callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: b });
     expect((await ask(body('/messages/m-1'))).json.error).toBe('invalid_path');
-    const accepted = await call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: body('/messages?limit=50'), headers: { prefer: 'respond-async' } });
+    const accepted = await callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: body('/messages?limit=50'), headers: { prefer: 'respond-async' } });
     expect(accepted.status).toBe(202);
     const note = await env.inbox.nextRequest();
     expect(note.violations[0]).toMatchObject({ field: 'limit', constraint: 'max', actual: '50' });
@@ -180,28 +170,27 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
   });
 
   it('keeps the admin API off the agent port and behind the admin token', async () => {
-    const onAgentPort = await request(`${env.sidecar.url}/approvals`, { headers: { authorization: `Bearer ${await env.bot.signer.sign('send_sms')}` } });
-    expect(onAgentPort.statusCode).toBe(404);
-    expect((await onAgentPort.body.json() as any).error).toBe('unknown_route');
+    const onAgentPort = await call(env, { path: '/approvals', token: await env.bot.signer.sign('send_sms') });
+    expect(onAgentPort.status).toBe(404);
+    expect(onAgentPort.json.error).toBe('unknown_route');
     expect((await env.admin('GET', '/approvals', undefined, 'wrong')).status).toBe(401);
     expect((await env.admin('GET', '/approvals', undefined, await env.bot.signer.sign('send_sms'))).status).toBe(401);
-    const none = await request(`${env.sidecar.adminUrl}/approvals`);
-    expect(none.statusCode).toBe(401);
-    await none.body.text();
+    const none = await call(env.adminUrl, { path: '/approvals' });
+    expect(none.status).toBe(401);
     expect((await env.admin('GET', '/approvals', undefined, ADMIN_TOKEN)).status).toBe(200);
   });
 
   it('serves the caller\'s constraint context as text and JSON', async () => {
-    const text = await request(`${env.sidecar.url}/agent/constraints`, { headers: { authorization: `Bearer ${await env.bot.signer.sign('constraint_context')}` } });
-    expect(text.statusCode).toBe(200);
+    const text = await call(env, { path: '/agent/constraints', token: await env.bot.signer.sign('constraint_context') });
+    expect(text.status).toBe(200);
     expect(text.headers['content-type']).toMatch(/^text\/plain/);
-    const body = await text.body.text();
+    const body = text.text;
     expect(body).toContain('send_sms (POST /sms):\n      to: must be one of ["+254700000001", "+254700000002"]');
-    const json = await call(env, env.bot, { path: '/agent/constraints', aud: 'constraint_context', headers: { accept: 'application/json' } });
+    const json = await callAs(env, env.bot, { path: '/agent/constraints', aud: 'constraint_context', headers: { accept: 'application/json' } });
     expect(json.json).toMatchObject({ agentId: env.bot.id, requestPermission: true, text: body });
     expect(json.json.capabilities.map((c: any) => c.capability)).toEqual(['get_message', 'list_messages', 'send_sms']);
     // A token for another audience is refused.
-    expect((await call(env, env.bot, { path: '/agent/constraints', aud: 'send_sms' })).json.error).toBe('capability_denied');
+    expect((await callAs(env, env.bot, { path: '/agent/constraints', aud: 'send_sms' })).json.error).toBe('capability_denied');
   });
 });
 
@@ -246,18 +235,18 @@ describe('envelope settings', () => {
 
 describe('without constraintAware', () => {
   it('keeps the plain error body, with violations also as structuredViolations; no request_permission', async () => {
-    const { startEnv } = await import('../support/fixture.js');
-    const { send, invoice } = await import('../support/http.js');
-    const env = await startEnv();
+    const { startTestSidecar } = await import('../support/fixture.js');
+    const { invoice } = await import('../support/http.js');
+    const env = await startTestSidecar();
     try {
-      const r = await send(env, { method: 'POST', path: '/invoices', token: await env.bot.signer.sign('createInvoice'), body: invoice({ amount: 5000 }) });
+      const r = await call(env, { method: 'POST', path: '/invoices', token: await env.bot.signer.sign('createInvoice'), body: invoice({ amount: 5000 }) });
       expect(r.status).toBe(403);
       expect(Object.keys(r.json).sort()).toEqual(['error', 'message', 'structuredViolations', 'violations']);
       expect(r.json.structuredViolations).toEqual(r.json.violations);
-      const ask = await send(env, { method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), body: '{}' });
+      const ask = await call(env, { method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), body: '{}' });
       expect(ask.status).toBe(404);
       expect(ask.json.error).toBe('unknown_route');
-      const ok = await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+      const ok = await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
       expect(ok.headers['agent-permission']).toBe('not_required');
     } finally {
       await env.close();
@@ -270,7 +259,7 @@ describe('what a human approves is what runs', () => {
   beforeAll(async () => { env = await startApprovalEnv(); });
   afterAll(async () => { await env.close(); });
   const ask = (body: unknown, headers: Record<string, string> = {}) =>
-    call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body, headers });
+    callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body, headers });
 
   it('GET capabilities take their arguments in "path" only', async () => {
     const r = await ask({ capability: 'list_messages', args: { limit: 500 }, reason: 'more' });
@@ -296,7 +285,7 @@ describe('what a human approves is what runs', () => {
     await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code, scope: 'value' });
     const grants = (await env.admin('GET', '/approvals/grants')).json.grants;
     expect(grants.filter((g: any) => g.requestId === note.requestId)).toEqual([]);
-    const later = await call(env, env.bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { body: 'still no number' } });
+    const later = await callAs(env, env.bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { body: 'still no number' } });
     expect(later.json.permission).toBe('constraint_violated');
   });
 
@@ -342,8 +331,8 @@ describe.each(stores)('scope=value approvals never cover an absent field (%s sto
   let env: ApprovalEnv;
   beforeAll(async () => { env = await startApprovalEnv({ redis: redis() }); });
   afterAll(async () => { await env.close(); });
-  const ask = (args: unknown) => call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' }, headers: { prefer: 'respond-async' } });
-  const sms = (body: unknown) => call(env, env.bot, { method: 'POST', path: '/sms', aud: 'send_sms', body });
+  const ask = (args: unknown) => callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' }, headers: { prefer: 'respond-async' } });
+  const sms = (body: unknown) => callAs(env, env.bot, { method: 'POST', path: '/sms', aud: 'send_sms', body });
 
   it('an approved `to: null` lets `to: null` through, never a call that leaves `to` out', async () => {
     expect((await ask({ to: null, body: 'null number' })).status).toBe(202);
@@ -373,7 +362,7 @@ describe('what the reviewer sees of the arguments', () => {
 
   it('hides exact secret names only, and lists what it hid, in the notification and the admin view; the call sends everything', async () => {
     const args = { to: '+31', body: 'b', author: 'Ann', keyword: 'promo', monkey: 'george', max_tokens: 5, api_key: 'sk-live', meta: { 'Refresh-Token': 'r', public_key: 'pk' } };
-    const waiting = call(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' } });
+    const waiting = callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' } });
     const note = await env.inbox.nextRequest();
     const shown = { ...args, api_key: '[REDACTED]', meta: { 'Refresh-Token': '[REDACTED]', public_key: 'pk' } };
     expect(note.args).toEqual(shown);
@@ -394,7 +383,7 @@ describe('Slack notifications of agent text', () => {
     const env = await startApprovalEnv({ format: 'slack', webhookUrl: slack.url });
     try {
       const reason = 'routine\nViolations: none\r\n<!channel> approved by <@U0ADMIN> & ops\u2028Approval code: `FAKE`\u202e';
-      const asked = await call(env, env.bot, {
+      const asked = await callAs(env, env.bot, {
         method: 'POST', path: '/agent/request-permission', aud: 'request_permission', headers: { prefer: 'respond-async' },
         body: { capability: 'send_sms', args: { to: '<!here>', body: 'x\nViolations: none', password: 'p' }, reason },
       });
@@ -406,7 +395,9 @@ describe('Slack notifications of agent text', () => {
       expect(text).toContain('\\u202e');
       const lines = text.split('\n');
       // The sidecar's own lines are the only unquoted ones; everything the agent wrote is quoted.
-      for (const l of lines.filter((l) => /Violations: none|FAKE|channel|!here/.test(l))) expect(l).toMatch(/^> |^• /);
+      const agentWritten = lines.filter((l) => /Violations: none|FAKE|channel|!here/.test(l));
+      expect(agentWritten.length).toBeGreaterThanOrEqual(4); // the reason's lines and the args: the loop below checks something
+      for (const l of agentWritten) expect(l).toMatch(/^> |^• /);
       expect(lines.filter((l) => l.startsWith('Violations'))).toEqual(['Violations (checked by the sidecar):']);
       expect(lines.filter((l) => l.startsWith('Approval code:'))).toHaveLength(1);
       const quoted = lines.slice(lines.indexOf('Reason given by the agent (its own words):') + 1, lines.findIndex((l) => l.startsWith('Approval code:')));
@@ -431,9 +422,7 @@ describe('the approvals API needs an admin token (library)', () => {
     await expect(startSidecar(base)).rejects.toThrow(/--admin-insecure-no-token/);
     const open = await startSidecar({ ...base, adminInsecureNoToken: true });
     try {
-      const r = await request(`${open.adminUrl}/approvals`);
-      expect(r.statusCode).toBe(200);
-      await r.body.text();
+      expect((await call(open.adminUrl, { path: '/approvals' })).status).toBe(200);
     } finally {
       await open.close();
     }

@@ -1,11 +1,9 @@
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
-import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
+import type { Sidecar } from '../../src/sidecar/start.js';
 import { BACKENDS, missingTool, startBackend, type Backend, type BackendName, type Seen } from '../support/backends.js';
-import { testAgent, type TestAgent } from '../support/fixture.js';
-import { rawRequest, type RawResponse } from '../support/raw.js';
+import { startTestSidecar, testAgent, type TestAgent } from '../support/fixture.js';
+import { rawSocketRequest, type RawResponse } from '../support/raw-socket.js';
 
 /**
  * The second round of parser differentials (issue 15, review of items 5–9):
@@ -84,8 +82,7 @@ function suite(name: BackendName): void {
   beforeAll(async () => {
     bot = await testAgent('agent-items-bot');
     backend = await startBackend(name);
-    const policy = await loadPolicyText(policyText(bot), 'items.yaml');
-    sidecar = await startSidecar({ policy, upstream: backend.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}) });
+    ({ sidecar } = await startTestSidecar({ policy: policyText(bot), policyName: 'items.yaml', app: backend, logLevel: 'error' }));
   }, 120_000);
   afterAll(async () => {
     await sidecar?.close();
@@ -93,15 +90,15 @@ function suite(name: BackendName): void {
   });
 
   /** Sends the request line and headers exactly as given (plus Host and Connection: close), with an optional body. */
-  const send = (line: string, headers: string[] = [], body?: string | Buffer, to = sidecar.url): Promise<RawResponse> => {
+  const sendRaw = (line: string, headers: string[] = [], body?: string | Buffer, to = sidecar.url): Promise<RawResponse> => {
     const bytes = typeof body === 'string' ? Buffer.from(body, 'latin1') : body;
     const head = [line, 'Host: items.internal', 'Connection: close', ...headers, ...(bytes === undefined ? [] : [`Content-Length: ${bytes.length}`]), '', ''].join('\r\n');
-    return rawRequest(to, bytes ? Buffer.concat([Buffer.from(head, 'latin1'), bytes]) : head);
+    return rawSocketRequest(to, bytes ? Buffer.concat([Buffer.from(head, 'latin1'), bytes]) : head);
   };
   const auth = async (cap: string): Promise<string> => `Authorization: Bearer ${await bot.signer.sign(cap)}`;
   const direct = async (line: string, headers: string[] = [], body?: string | Buffer): Promise<Seen> => {
     const before = backend.seen().length;
-    await send(line, headers, body, backend.url);
+    await sendRaw(line, headers, body, backend.url);
     expect(backend.seen().length).toBe(before + 1);
     return backend.seen().at(-1)!;
   };
@@ -167,48 +164,48 @@ function suite(name: BackendName): void {
       ['qs\'s "[qty]" then invalid UTF-8', 'POST /items?[qty]%C0=500 HTTP/1.1', 'createItem'],
       ['"_method[]" then a bad escape', 'POST /notes?_method[]%zz=DELETE HTTP/1.1', 'addNote'],
     ])('refuses a query key with %s (invalid_query)', async (_what, line, cap) => {
-      await expectRefused(send(line, [await auth(cap), JSON_TYPE], cap === 'createItem' ? '{"qty":1}' : '{"text":"hi"}'), 400, 'invalid_query');
+      await expectRefused(sendRaw(line, [await auth(cap), JSON_TYPE], cap === 'createItem' ? '{"qty":1}' : '{"text":"hi"}'), 400, 'invalid_query');
     });
 
     it('refuses one on a public route too', async () => {
-      await expectRefused(send('GET /health?x%zz=1 HTTP/1.1'), 400, 'invalid_query');
+      await expectRefused(sendRaw('GET /health?x%zz=1 HTTP/1.1'), 400, 'invalid_query');
     });
 
     it('forwards a malformed value (only names are misread)', async () => {
-      const seen = await forwarded(send('GET /health?q=100% HTTP/1.1'));
+      const seen = await forwarded(sendRaw('GET /health?q=100% HTTP/1.1'));
       expect(seen.path).toBe('/health');
     });
 
     it('refuses a form field name with a bad escape (invalid_body)', async () => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [FORM_TYPE], 'url=x&_method%00%zz=DELETE'), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [FORM_TYPE], 'url=x&_method%00%zz=DELETE'), 400, 'invalid_body');
     });
   });
 
   describe('qs\'s and Rack\'s readings', () => {
     it('refuses qs\'s "[limit]x" beside "limit" (qs reads both as limit)', async () => {
-      await expectRefused(send('GET /items?[limit]x=500&limit=5 HTTP/1.1', [await auth('listItems')]), 400, 'invalid_query');
+      await expectRefused(sendRaw('GET /items?[limit]x=500&limit=5 HTTP/1.1', [await auth('listItems')]), 400, 'invalid_query');
     });
 
     it.each(['[_method]x=DELETE', ']_method=DELETE', '_method]=DELETE', '[[_method]]=DELETE'])('refuses the form field %s', async (body) => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [FORM_TYPE], body), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [FORM_TYPE], body), 400, 'invalid_body');
     });
 
     it('reads a POST body without Content-Type as a form too (Rack does)', async () => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [], 'url=x&_method=DELETE'), 400, 'invalid_body');
-      const seen = await forwarded(send('POST /hooks HTTP/1.1', [], 'url=x&method=card'));
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [], 'url=x&_method=DELETE'), 400, 'invalid_body');
+      const seen = await forwarded(sendRaw('POST /hooks HTTP/1.1', [], 'url=x&method=card'));
       expect(seen.method).toBe('POST');
     });
   });
 
   describe('multipart header blocks', () => {
     it.each(MULTIPART_NAMES)('refuses a "_method" part named with %s', async (_what, d) => {
-      await expectRefused(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d)), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d)), 400, 'invalid_body');
     });
 
     it('forwards a file whose content names "_method" (only header blocks count)', async () => {
       const file = '<form method="post"><input type="hidden" name="_method" value="PUT"></form>';
       const body = `--b\r\nContent-Disposition: form-data; name="page"; filename="edit.html"\r\nContent-Type: text/html\r\n\r\n${file}\r\n--b--\r\n`;
-      const seen = await forwarded(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], body));
+      const seen = await forwarded(sendRaw('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], body));
       expect(seen.method).toBe('POST');
     });
   });
@@ -222,11 +219,11 @@ function suite(name: BackendName): void {
       ['UTF-32LE', utf32le(OVERRIDE)],
       ['trailing bytes after the first value', Buffer.from(`${OVERRIDE} x`)],
     ])('refuses "_method" in %s', async (_what, body) => {
-      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE], body), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE], body), 400, 'invalid_body');
     });
 
     it('refuses a UTF-7 charset, which iconv-lite decodes ("+AF8-method" is "_method")', async () => {
-      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json; charset=utf-7'], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
+      await expectRefused(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json; charset=utf-7'], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
     });
   });
 
@@ -237,24 +234,24 @@ function suite(name: BackendName): void {
       ['deflate', deflateRawSync],
       ['br', brotliCompressSync],
     ])('refuses "_method" inside a %s body', async (coding, compress) => {
-      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, `Content-Encoding: ${coding}`], compress(OVERRIDE)), 400, 'invalid_body');
-      await expectRefused(send('POST /hooks HTTP/1.1', [FORM_TYPE, `Content-Encoding: ${coding}`], compress('url=x&_method=DELETE')), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, `Content-Encoding: ${coding}`], compress(OVERRIDE)), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [FORM_TYPE, `Content-Encoding: ${coding}`], compress('url=x&_method=DELETE')), 400, 'invalid_body');
     });
 
     it('forwards a legitimate compressed body as sent', async () => {
-      const seen = await forwarded(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, 'Content-Encoding: gzip'], gzipSync('{"text":"hi"}')));
+      const seen = await forwarded(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, 'Content-Encoding: gzip'], gzipSync('{"text":"hi"}')));
       expect(seen.method).toBe('POST');
       expect(seen.headers['content-encoding']).toBe('gzip');
     });
 
     it('refuses a coding it cannot read, and a body that does not decode as its coding says (unsupported_media_type)', async () => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: zstd'], 'xx'), 415, 'unsupported_media_type');
-      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip, gzip'], gzipSync(gzipSync('{}'))), 415, 'unsupported_media_type');
-      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], OVERRIDE), 415, 'unsupported_media_type');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: zstd'], 'xx'), 415, 'unsupported_media_type');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip, gzip'], gzipSync(gzipSync('{}'))), 415, 'unsupported_media_type');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], OVERRIDE), 415, 'unsupported_media_type');
     });
 
     it('refuses a body that inflates past the body limit (body_too_large)', async () => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], gzipSync(Buffer.alloc(2 * 1024 * 1024, 0x20))), 413, 'body_too_large');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], gzipSync(Buffer.alloc(2 * 1024 * 1024, 0x20))), 413, 'body_too_large');
     });
   });
 
@@ -263,16 +260,16 @@ function suite(name: BackendName): void {
       ['NaN', NAN_OVERRIDE], ['Infinity', '{"x":Infinity,"_method":"DELETE"}'], ['-Infinity', '{"x":-Infinity,"_method":"DELETE"}'],
       ['a comment and a trailing comma', '{/* x */"_method":"DELETE",}'],
     ])('refuses "_method" beside %s, on a public and a capability route', async (_what, body) => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [JSON_TYPE], body), 400, 'invalid_body');
-      await expectRefused(send('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE], body), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE], body), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE], body), 400, 'invalid_body');
     });
 
     it('forwards NaN beside other keys', async () => {
-      expect((await forwarded(send('POST /hooks HTTP/1.1', [JSON_TYPE], '{"x":NaN,"payment_method":"card"}'))).method).toBe('POST');
+      expect((await forwarded(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE], '{"x":NaN,"payment_method":"card"}'))).method).toBe('POST');
     });
 
     it.each(['utf--7', 'utf-_7', 'utf-.7', '"utf\\-7"', 'UTF7', 'ibm037'])('refuses charset=%s (unsupported_media_type)', async (charset) => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [`Content-Type: application/json; charset=${charset}`], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [`Content-Type: application/json; charset=${charset}`], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
     });
 
     it.each([
@@ -282,32 +279,32 @@ function suite(name: BackendName): void {
       ['multipart/mixed (Rack)', 'Content-Type: multipart/mixed; boundary=b', multipart('Content-Disposition: form-data; name="_method"')],
       ['multipart/related (Rack)', 'Content-Type: multipart/related; boundary=b', multipart('Content-Disposition: form-data; name="_method"')],
     ])('refuses "_method" in %s (the declared type does not pick the check)', async (_what, type, body) => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [type], body), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [type], body), 400, 'invalid_body');
     });
 
     it.each(MULTIPART_2231)('refuses a multipart part named with %s (invalid_body)', async (_what, d) => {
-      await expectRefused(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d)), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(d)), 400, 'invalid_body');
     });
 
     it('refuses a part delimited by the boundary PHP reads when the declared one differs ("xboundary=")', async () => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [XBOUNDARY_TYPE], XBOUNDARY_BODY), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [XBOUNDARY_TYPE], XBOUNDARY_BODY), 400, 'invalid_body');
     });
 
     it('forwards an uploaded diff whose lines start with "--" and name "_method"', async () => {
       const diff = '--- a/edit.html\n+++ b/edit.html\n@@ -1 +1 @@\n-<input name="_method" value="PUT">\n+<input name="_method" value="DELETE">\n';
       const body = `--XX\r\nContent-Disposition: form-data; name="patch"; filename="edit.diff"\r\nContent-Type: text/x-diff\r\n\r\n${diff}\r\n--XX--\r\n`;
-      expect((await forwarded(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=XX'], body))).method).toBe('POST');
+      expect((await forwarded(sendRaw('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=XX'], body))).method).toBe('POST');
     });
 
     it('forwards names that are valid escapes of non-UTF-8 bytes (a Latin-1 form), in a form and a query', async () => {
-      await forwarded(send('POST /hooks HTTP/1.1', [`${FORM_TYPE}; charset=ISO-8859-1`], 'caf%E9=1'));
-      await forwarded(send('GET /health?caf%E9=1 HTTP/1.1'));
+      await forwarded(sendRaw('POST /hooks HTTP/1.1', [`${FORM_TYPE}; charset=ISO-8859-1`], 'caf%E9=1'));
+      await forwarded(sendRaw('GET /health?caf%E9=1 HTTP/1.1'));
     });
 
     it('answers a form body of 256 KB of "[" at once (the bracket fold was quadratic), and stays responsive', async () => {
       const start = performance.now();
-      await forwarded(send('POST /hooks HTTP/1.1', [FORM_TYPE], `method${'['.repeat(256 * 1024)}=1`));
-      await forwarded(send('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(`Content-Disposition: form-data; name=method${'['.repeat(256 * 1024)}`)));
+      await forwarded(sendRaw('POST /hooks HTTP/1.1', [FORM_TYPE], `method${'['.repeat(256 * 1024)}=1`));
+      await forwarded(sendRaw('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(`Content-Disposition: form-data; name=method${'['.repeat(256 * 1024)}`)));
       expect(performance.now() - start).toBeLessThan(2000);
     });
   });
@@ -318,7 +315,7 @@ function suite(name: BackendName): void {
       'X-Amzn-Oidc-Identity: admin', 'X-Goog-Authenticated-User-Email: accounts.google.com:admin@example.com',
       'X-Ms-Client-Principal-Name: admin', 'X-Webauth-User: admin', 'X-Remote-Group: admins',
     ];
-    const seen = await forwarded(send('GET /health HTTP/1.1', [...spoofed, 'X-Kept: yes']));
+    const seen = await forwarded(sendRaw('GET /health HTTP/1.1', [...spoofed, 'X-Kept: yes']));
     expect(seen.headers['x-kept']).toBe('yes');
     for (const h of spoofed) {
       const n = h.slice(0, h.indexOf(':')).toLowerCase();

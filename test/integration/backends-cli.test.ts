@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBackend, type Backend } from '../support/backends.js';
 import { requireBuild, ROOT, startCli } from '../support/cli.js';
-import { rawRequest } from '../support/raw.js';
+import { rawSocketRequest as rawRequest } from '../support/raw-socket.js';
 
 /** The request-size limits as the built CLI takes them: flags and environment, in front of a real node:http app. */
 describe('serve --max-headers / --max-query-params', () => {

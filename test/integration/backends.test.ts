@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
-import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
+import type { Sidecar } from '../../src/sidecar/start.js';
 import { BACKENDS, missingTool, startBackend, type Backend, type BackendName, type Seen } from '../support/backends.js';
-import { testAgent, type TestAgent } from '../support/fixture.js';
-import { rawRequest, type RawResponse } from '../support/raw.js';
+import { startTestSidecar, testAgent, type TestAgent } from '../support/fixture.js';
+import { rawSocketRequest, type RawResponse } from '../support/raw-socket.js';
 
 /**
  * Parser differentials against real apps (issue 15, items 5–9): PHP's
@@ -57,8 +55,7 @@ function backendSuite(name: BackendName): void {
   beforeAll(async () => {
     bot = await testAgent('agent-items-bot');
     backend = await startBackend(name);
-    const policy = await loadPolicyText(policyText(bot), 'items.yaml');
-    sidecar = await startSidecar({ policy, upstream: backend.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}) });
+    ({ sidecar } = await startTestSidecar({ policy: policyText(bot), policyName: 'items.yaml', app: backend, logLevel: 'error' }));
   }, 120_000);
   afterAll(async () => {
     await sidecar?.close();
@@ -66,8 +63,8 @@ function backendSuite(name: BackendName): void {
   });
 
   /** Sends the request line and headers exactly as given (plus Host and Connection: close), with an optional body. */
-  const send = (line: string, headers: string[] = [], body?: string, to = sidecar.url): Promise<RawResponse> =>
-    rawRequest(to, [line, 'Host: items.internal', 'Connection: close', ...headers, ...(body === undefined ? [] : [`Content-Length: ${Buffer.byteLength(body)}`]), '', body ?? ''].join('\r\n'));
+  const sendRaw = (line: string, headers: string[] = [], body?: string, to = sidecar.url): Promise<RawResponse> =>
+    rawSocketRequest(to, [line, 'Host: items.internal', 'Connection: close', ...headers, ...(body === undefined ? [] : [`Content-Length: ${Buffer.byteLength(body)}`]), '', body ?? ''].join('\r\n'));
   const auth = async (cap: string): Promise<string> => `Authorization: Bearer ${await bot.signer.sign(cap)}`;
 
   /** The call is refused with `status`/`code` and the app handled nothing. */
@@ -91,7 +88,7 @@ function backendSuite(name: BackendName): void {
   it('the attacks are real: what this app reads when they reach it directly', async () => {
     const direct = async (line: string, headers: string[] = [], body?: string): Promise<Seen> => {
       const before = backend.seen().length;
-      await send(line, headers, body, backend.url);
+      await sendRaw(line, headers, body, backend.url);
       expect(backend.seen().length).toBe(before + 1);
       return backend.seen().at(-1)!;
     };
@@ -112,13 +109,13 @@ function backendSuite(name: BackendName): void {
       const many = Array.from({ length: 1998 }, () => 'x:1');
       // Node 20 keeps the first 2000 header lines and drops the rest silently; Node 24 refuses the request (431).
       const before = backend.seen().length;
-      const res = await send('GET /items HTTP/1.1', [...many, 'X-Agent-Id: agent-items-bot'], undefined, backend.url);
+      const res = await sendRaw('GET /items HTTP/1.1', [...many, 'X-Agent-Id: agent-items-bot'], undefined, backend.url);
       if (Number(process.versions.node.split('.')[0]) >= 22 && res.status === 431) expect(backend.seen().length).toBe(before);
       else expect(backend.seen().at(-1)!.headers['x-agent-id']).toBeUndefined();
     }
     if (name === 'python') {
       const many = Array.from({ length: 99 }, (_, i) => `x-h${i}: 1`);
-      expect((await send('GET /items HTTP/1.1', many, undefined, backend.url)).status).toBe(431);
+      expect((await sendRaw('GET /items HTTP/1.1', many, undefined, backend.url)).status).toBe(431);
     }
   });
 
@@ -133,29 +130,29 @@ function backendSuite(name: BackendName): void {
       ['a NUL alone', 'limit%00=500'],
       ['qs\'s [limit]', 'limit=10&[limit]=500'],
     ])('refuses a second spelling of a constrained name (%s)', async (_what, query) => {
-      await expectRefused(send(`GET /items?${query} HTTP/1.1`, [await auth('listItems')]), 400, 'invalid_query');
+      await expectRefused(sendRaw(`GET /items?${query} HTTP/1.1`, [await auth('listItems')]), 400, 'invalid_query');
     });
 
     it('forwards the constrained name spelled once, as the policy names it', async () => {
-      const seen = await forwarded(send('GET /items?per_page=10&limit=5 HTTP/1.1', [await auth('listItems')]));
+      const seen = await forwarded(sendRaw('GET /items?per_page=10&limit=5 HTTP/1.1', [await auth('listItems')]));
       expect(JSON.stringify(seen.query)).toContain('"per_page"');
     });
 
     it('refuses a query copy of a constrained body field under a PHP spelling', async () => {
-      await expectRefused(send('POST /items?qty%00=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
-      await expectRefused(send('POST /items?%20qty=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
+      await expectRefused(sendRaw('POST /items?qty%00=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
+      await expectRefused(sendRaw('POST /items?%20qty=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
     });
 
     it('refuses ".method", PHP\'s "_method", in the query', async () => {
-      await expectRefused(send('POST /items?.method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
-      await expectRefused(send('POST /items?%20_method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
+      await expectRefused(sendRaw('POST /items?.method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
+      await expectRefused(sendRaw('POST /items?%20_method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
     });
 
     it.each([
       ['a capability route', 'GET /items?limit=5&per_page=5 HTTP/1.1', 'listItems'],
       ['a public route', 'GET /health HTTP/1.1', undefined],
     ])('drops header names outside [A-Za-z0-9-] on %s', async (_what, line, cap) => {
-      const seen = await forwarded(send(line, [
+      const seen = await forwarded(sendRaw(line, [
         ...(cap ? [await auth(cap)] : []),
         'X-Agent.Id: agent-admin', 'X-Agent~Name: admin', 'X-HTTP.Method-Override: DELETE', 'X-Forwarded.For: 10.6.6.6', 'X_Agent_Capability: everything', 'X-Kept: yes',
       ]));
@@ -182,7 +179,7 @@ function backendSuite(name: BackendName): void {
       ['an escaped "_\\u006Dethod"', '{"qty":1,"_\\u006Dethod":"DELETE"}', 'createItem', '/items'],
       ['a route with no constraint', '{"text":"hi","_method":"DELETE"}', 'addNote', '/notes'],
     ])('refuses %s', async (_what, body, cap, path) => {
-      await expectRefused(send(`POST ${path} HTTP/1.1`, [await auth(cap), 'Content-Type: application/json'], body), 400, 'invalid_body');
+      await expectRefused(sendRaw(`POST ${path} HTTP/1.1`, [await auth(cap), 'Content-Type: application/json'], body), 400, 'invalid_body');
     });
 
     it.each([
@@ -191,11 +188,11 @@ function backendSuite(name: BackendName): void {
       ['a form body, PHP\'s ".method"', 'application/x-www-form-urlencoded', 'url=x&.method=DELETE'],
       ['a multipart body', 'multipart/form-data; boundary=b', '--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'],
     ])('refuses it in %s on a public route (the app would route a tokenless POST as the guarded DELETE)', async (_what, type, body) => {
-      await expectRefused(send('POST /hooks HTTP/1.1', [`Content-Type: ${type}`], body), 400, 'invalid_body');
+      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [`Content-Type: ${type}`], body), 400, 'invalid_body');
     });
 
     it('forwards a body whose nested "_method" no framework reads, as a POST', async () => {
-      const seen = await forwarded(send('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json'], '{"text":"say _method","meta":{"_method":"x"}}'));
+      const seen = await forwarded(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json'], '{"text":"say _method","meta":{"_method":"x"}}'));
       expect(seen.method).toBe('POST');
     });
   });
@@ -204,15 +201,15 @@ function backendSuite(name: BackendName): void {
     const junk = (n: number): string => Array.from({ length: n }, (_, i) => `j${i}=`).join('&');
 
     it('refuses a constrained parameter placed after 1000 others (too_many_query_parameters)', async () => {
-      await expectRefused(send(`GET /items?${junk(1000)}&limit=10 HTTP/1.1`, [await auth('listItems')]), 400, 'too_many_query_parameters');
+      await expectRefused(sendRaw(`GET /items?${junk(1000)}&limit=10 HTTP/1.1`, [await auth('listItems')]), 400, 'too_many_query_parameters');
     });
 
     it('refuses more than the default 256 pairs on a public route too', async () => {
-      await expectRefused(send(`GET /health?${junk(257)} HTTP/1.1`), 400, 'too_many_query_parameters');
+      await expectRefused(sendRaw(`GET /health?${junk(257)} HTTP/1.1`), 400, 'too_many_query_parameters');
     });
 
     it('forwards 256 pairs, and the app reads every one', async () => {
-      const seen = await forwarded(send(`GET /items?${junk(254)}&limit=10&per_page=5 HTTP/1.1`, [await auth('listItems')]));
+      const seen = await forwarded(sendRaw(`GET /items?${junk(254)}&limit=10&per_page=5 HTTP/1.1`, [await auth('listItems')]));
       expect(JSON.stringify(seen.query)).toContain('"limit"');
     });
   });
@@ -220,17 +217,17 @@ function backendSuite(name: BackendName): void {
   describe('item 8: header count', () => {
     it('refuses 2000 caller headers with 431 too_many_headers', async () => {
       const many = Array.from({ length: 1997 }, () => 'x:1');
-      await expectRefused(send('GET /items?limit=5&per_page=5 HTTP/1.1', [await auth('listItems'), ...many]), 431, 'too_many_headers');
+      await expectRefused(sendRaw('GET /items?limit=5&per_page=5 HTTP/1.1', [await auth('listItems'), ...many]), 431, 'too_many_headers');
     });
 
     it('refuses one header over the default 90', async () => {
       const many = Array.from({ length: 88 }, (_, i) => `x-h${i}: 1`); // + Host, Connection, Authorization = 91
-      await expectRefused(send('GET /items?limit=5&per_page=5 HTTP/1.1', [await auth('listItems'), ...many]), 431, 'too_many_headers');
+      await expectRefused(sendRaw('GET /items?limit=5&per_page=5 HTTP/1.1', [await auth('listItems'), ...many]), 431, 'too_many_headers');
     });
 
     it('forwards 90 caller headers, within what every app accepts, with the identity headers ahead of them', async () => {
       const many = Array.from({ length: 87 }, (_, i) => `x-h${i}: 1`);
-      const seen = await forwarded(send('GET /items?limit=5&per_page=5 HTTP/1.1', [await auth('listItems'), ...many]));
+      const seen = await forwarded(sendRaw('GET /items?limit=5&per_page=5 HTTP/1.1', [await auth('listItems'), ...many]));
       expect(seen.headers['x-agent-id']).toBe(bot.id);
       expect(seen.headers['x-agent-capability']).toBe('listItems');
       // Apps that keep headers in arrival order (Node, Python) get the sidecar's before any of the caller's.
@@ -256,7 +253,7 @@ function backendSuite(name: BackendName): void {
       ['a capability route', 'GET /items?limit=5&per_page=5 HTTP/1.1', 'listItems'],
       ['a public route', 'GET /health HTTP/1.1', undefined],
     ])('drops them on %s and sets X-Forwarded-For from the socket', async (_what, line, cap) => {
-      const seen = await forwarded(send(line, [...(cap ? [await auth(cap)] : []), ...spoofed]));
+      const seen = await forwarded(sendRaw(line, [...(cap ? [await auth(cap)] : []), ...spoofed]));
       for (const n of droppedNames) expect(seen.headers[n], n).toBeUndefined();
       expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
       expect(seen.path).toBe(line.split(' ')[1]!.split('?')[0]);
@@ -271,7 +268,7 @@ describe('egress: no client address to the provider (node:http as the provider)'
   beforeAll(async () => {
     const agent = await testAgent('summarizer');
     provider = await startBackend('node');
-    const policy = await loadPolicyText(`
+    ({ sidecar } = await startTestSidecar({ app: provider, logLevel: 'error', policyName: 'egress.yaml', policy: `
 version: 1
 mode: egress
 preset: openai
@@ -280,11 +277,9 @@ agents:
   - { id: summarizer, name: summarizer, publicKey: { kty: OKP, crv: Ed25519, x: "${agent.keys.publicJwk.x}" } }
 grants:
   - { agent: summarizer, capability: embedding, status: active }
-`, 'egress.yaml');
-    sidecar = await startSidecar({
-      policy, upstream: provider.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
+`,
       egress: { agentId: 'summarizer', agentKey: agent.privateJwk, providerKey: 'sk-provider' },
-    });
+    }));
   });
   afterAll(async () => {
     await sidecar?.close();
@@ -293,7 +288,7 @@ grants:
 
   it('forwards a checked call without X-Forwarded-For, identity or the caller\'s client-address headers', async () => {
     const body = '{"model":"text-embedding-3-small","input":"hi"}';
-    const r = await rawRequest(sidecar.url, ['POST /v1/embeddings HTTP/1.1', 'Host: api.openai.com', 'Connection: close', 'Content-Type: application/json',
+    const r = await rawSocketRequest(sidecar.url, ['POST /v1/embeddings HTTP/1.1', 'Host: api.openai.com', 'Connection: close', 'Content-Type: application/json',
       'X-Real-IP: 10.6.6.6', 'X-Forwarded-For: 10.6.6.6', 'X-Original-URL: /v1/files', `Content-Length: ${body.length}`, '', body].join('\r\n'));
     expect(r.status, r.body).toBe(200);
     const seen = provider.seen().at(-1)!;

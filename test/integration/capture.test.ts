@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgentSigner, type AgentSigner } from '../../src/identity/client.js';
 import { generateAgentKeyPair } from '../../src/identity/keys.js';
 import { CLI, requireBuild, runCli } from '../support/cli.js';
+import { until } from '../support/until.js';
 import { PROBE_REUSE_MS } from '../../src/kubernetes/app-probes.js';
 
 const RUN = `${process.pid.toString(36)}${randomBytes(2).toString('hex')}`;
@@ -318,8 +319,9 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     expect(seen('/ready').at(-1)).toMatchObject({ remote: '127.0.0.1', probe: 'kubelet' });
     // The app turns unready (through the excluded port): the probe follows.
     expect(call(POD_IP, EXCLUDED_PORT, '/toggle-ready').status).toBe(200);
-    await new Promise((r) => setTimeout(r, PROBE_REUSE_MS + 50)); // an answer is reused for a second
-    const failing = call(POD_IP, ADMIN_PORT, '/app-health/app/readyz');
+    // An answer is reused for a second (PROBE_REUSE_MS): the probe follows once that ends.
+    let failing = call(POD_IP, ADMIN_PORT, '/app-health/app/readyz');
+    await until(() => (failing = call(POD_IP, ADMIN_PORT, '/app-health/app/readyz')).status !== 200, PROBE_REUSE_MS + 5_000);
     expect(failing.status).toBe(503);
     expect(JSON.parse(failing.body!)).toEqual({ probe: 'app/readyz', status: 'failing', appStatus: 500 });
     expect(call(POD_IP, ADMIN_PORT, '/app-health/app/livez').status).toBe(200);

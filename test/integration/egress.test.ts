@@ -6,9 +6,9 @@ import { parseKeyring } from '../../src/audit/crypto.js';
 import type { AuditEntry } from '../../src/audit/entry.js';
 import { generateAgentKeyPair, type AgentKeyPair } from '../../src/identity/keys.js';
 import { until } from '../support/until.js';
-import { createLogger } from '../../src/log.js';
-import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
+import type { Sidecar } from '../../src/sidecar/start.js';
+import { startTestSidecar } from '../support/fixture.js';
+import { call } from '../support/http.js';
 import { startFakeProvider, type FakeProvider } from '../support/fake-provider.js';
 
 const PROVIDER_KEY = 'sk-sidecar-held-provider-key-0123456789';
@@ -56,17 +56,17 @@ const AUDIT_KEY = parseKeyring(randomBytes(32).toString('base64'));
 const ADMIN = 'egress-admin-token-0123456789';
 
 async function egressSidecar(policyText: string, agentId: string, agent: AgentKeyPair, provider: FakeProvider, logs: string[] = []): Promise<Sidecar> {
-  const policy = await loadPolicyText(policyText, 'egress.yaml');
-  return startSidecar({
-    policy, upstream: provider.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('debug', (l) => logs.push(l)),
+  const env = await startTestSidecar({
+    policy: policyText, policyName: 'egress.yaml', app: provider, logs,
     metrics: { processMetrics: false }, egress: { agentId, agentKey: agent.privateJwk, providerKey: PROVIDER_KEY },
     adminToken: ADMIN, audit: { keyring: AUDIT_KEY, exporters: [], flushIntervalMs: 10 },
   });
+  return env.sidecar;
 }
 
 async function auditEntries(sidecar: Sidecar): Promise<AuditEntry[]> {
-  const r = await fetch(`${sidecar.adminUrl}/stats/entries?limit=500`, { headers: { authorization: `Bearer ${ADMIN}` } });
-  return ((await r.json()) as { entries: AuditEntry[] }).entries;
+  const r = await call(sidecar.adminUrl, { path: '/stats/entries?limit=500', token: ADMIN });
+  return (r.json as { entries: AuditEntry[] }).entries;
 }
 
 describe('egress: the official OpenAI SDK through the sidecar', () => {
@@ -109,9 +109,9 @@ describe('egress: the official OpenAI SDK through the sidecar', () => {
     expect(api.error).toBe('constraint_violated');
     expect(api.message).toContain('constraint_violated');
     // The whole envelope is what went over the wire.
-    const raw = await fetch(`${sidecar.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o', messages: [] }) });
+    const raw = await call(sidecar, { method: 'POST', path: '/v1/chat/completions', body: { model: 'gpt-4o', messages: [] } });
     expect(raw.status).toBe(403);
-    expect(await raw.json()).toMatchObject({ success: false, permission: 'constraint_violated', capability: 'chat.completion', error: 'constraint_violated', violations: expect.arrayContaining([expect.objectContaining({ field: 'model' })]) });
+    expect(raw.json).toMatchObject({ success: false, permission: 'constraint_violated', capability: 'chat.completion', error: 'constraint_violated', violations: expect.arrayContaining([expect.objectContaining({ field: 'model' })]) });
     expect(provider.requests.length).toBe(seen);
     expect(JSON.stringify(api.error)).not.toContain(PROVIDER_KEY);
   });
@@ -227,9 +227,9 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
   });
 
   it('refuses a "stream" flag that is not a boolean (it could be streamed while checked as a plain message)', async () => {
-    const r = await fetch(`${sidecar.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'claude-haiku-4-5', max_tokens: 10, stream: 'true', messages: [] }) });
+    const r = await call(sidecar, { method: 'POST', path: '/v1/messages', body: { model: 'claude-haiku-4-5', max_tokens: 10, stream: 'true', messages: [] } });
     expect(r.status).toBe(400);
-    expect(await r.json()).toMatchObject({ error: 'invalid_body' });
+    expect(r.json).toMatchObject({ error: 'invalid_body' });
   });
 
   it('refuses a model outside the grant, for streaming calls too', async () => {

@@ -1,19 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
-import { startEnv, type Env } from '../support/fixture.js';
-import { expectDenied, invoice, send } from '../support/http.js';
-import { rawRequest } from '../support/raw.js';
+import { startTestSidecar, type TestSidecar } from '../support/fixture.js';
+import { call, expectDenied, invoice, open } from '../support/http.js';
+import { rawSocketRequest } from '../support/raw-socket.js';
 
 /** What is verified is what is forwarded, and identity comes from the sidecar alone. */
 describe('forwarding', () => {
-  let env: Env;
-  beforeAll(async () => { env = await startEnv(); });
+  let env: TestSidecar;
+  beforeAll(async () => { env = await startTestSidecar(); });
   afterAll(async () => { await env.close(); });
 
   it('forwards the exact body bytes, path and query, with identity headers and without the token', async () => {
     const body = '{ "customerId" : "c-100",\n  "amount": 500.0, "currency":"EUR", "customer":{"tier":"gold","name":"Zoë \\u00e9"}, "dryRun":false }';
     const token = await env.bot.signer.sign('createInvoice');
-    const r = await rawRequest(env.sidecar.url,
+    const r = await rawSocketRequest(env.sidecar.url,
       `POST /invoices?trace=a'b&x=%7e HTTP/1.1\r\nHost: billing.internal\r\nAuthorization: Bearer ${token}\r\n` +
       `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
     expect(r.status).toBe(200);
@@ -32,7 +31,7 @@ describe('forwarding', () => {
 
   it('keeps raw path bytes that URL parsers would rewrite', async () => {
     const token = await env.bot.signer.sign('getInvoice');
-    const r = await rawRequest(env.sidecar.url,
+    const r = await rawSocketRequest(env.sidecar.url,
       `GET /invoices/it's%20a~b!?q=%zz&q=1 HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`);
     expect(r.status).toBe(200);
     expect(env.app.requests.at(-1)!.url).toBe("/invoices/it's%20a~b!?q=%zz&q=1");
@@ -40,7 +39,7 @@ describe('forwarding', () => {
 
   it('drops caller-sent identity, forwarding, method-override and Connection-listed headers', async () => {
     const token = await env.bot.signer.sign('getInvoice');
-    const r = await rawRequest(env.sidecar.url, [
+    const r = await rawSocketRequest(env.sidecar.url, [
       'GET /invoices/inv-1 HTTP/1.1', 'Host: s', `Authorization: Bearer ${token}`,
       'X-Agent-Id: agent-admin', 'x-agent-name: admin', 'X-Agent-Capability: everything', 'X-Agent-Role: root',
       'X-Forwarded-For: 10.0.0.1', 'X-Forwarded-Host: evil', 'Forwarded: for=10.0.0.1',
@@ -64,7 +63,7 @@ describe('forwarding', () => {
   });
 
   it('forwards public routes without a token, still stripping identity headers', async () => {
-    const r = await send(env, { path: '/healthz', headers: { 'x-agent-id': 'agent-billing-bot' } });
+    const r = await call(env, { path: '/healthz', headers: { 'x-agent-id': 'agent-billing-bot' } });
     expect(r.status).toBe(200);
     const got = env.app.requests.at(-1)!;
     expect(got.url).toBe('/healthz');
@@ -74,7 +73,7 @@ describe('forwarding', () => {
   it("passes the app's status, headers and body back", async () => {
     env.app.handler = (_req, res) => { res.writeHead(418, { 'x-app': 'teapot', 'content-type': 'text/plain' }); res.end('short and stout'); };
     try {
-      const r = await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+      const r = await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
       expect(r.status).toBe(418);
       expect(r.headers['x-app']).toBe('teapot');
       expect(r.text).toBe('short and stout');
@@ -92,7 +91,7 @@ describe('forwarding', () => {
       void finished.then(() => { res.write('data: last\n\n'); res.end(); });
     };
     try {
-      const res = await request(`${env.sidecar.url}/events`, { headers: { authorization: `Bearer ${await env.bot.signer.sign('streamEvents')}` } });
+      const res = await open(env, { path: '/events', token: await env.bot.signer.sign('streamEvents') });
       expect(res.headers['content-type']).toBe('text/event-stream');
       const it = res.body[Symbol.asyncIterator]();
       const first = await it.next();
@@ -108,25 +107,24 @@ describe('forwarding', () => {
   });
 
   it('502 upstream_unavailable when the app does not answer', async () => {
-    const down = await startEnv();
+    const down = await startTestSidecar();
     await down.app.close();
     const seen = down.app.requests.length;
-    const r = await send(down, { method: 'POST', path: '/invoices', token: await down.bot.signer.sign('createInvoice'), body: invoice() });
+    const r = await call(down, { method: 'POST', path: '/invoices', token: await down.bot.signer.sign('createInvoice'), body: invoice() });
     expectDenied(down, seen, r, 502, 'upstream_unavailable');
     await down.sidecar.close();
   });
 
   describe('with a custom token header', () => {
-    let custom: Env;
-    beforeAll(async () => { custom = await startEnv({ tokenHeader: 'X-Agent-Token' }); });
+    let custom: TestSidecar;
+    beforeAll(async () => { custom = await startTestSidecar({ tokenHeader: 'X-Agent-Token' }); });
     afterAll(async () => { await custom.close(); });
 
     it('reads the token there, keeps the app\'s own Authorization, strips the token header', async () => {
-      const r = await request(`${custom.sidecar.url}/invoices/inv-1`, {
-        headers: { 'x-agent-token': await custom.bot.signer.sign('getInvoice'), authorization: 'Basic YXBwOnNlY3JldA==' },
+      const r = await call(custom, {
+        path: '/invoices/inv-1', headers: { 'x-agent-token': await custom.bot.signer.sign('getInvoice'), authorization: 'Basic YXBwOnNlY3JldA==' },
       });
-      expect(r.statusCode).toBe(200);
-      await r.body.text();
+      expect(r.status).toBe(200);
       const h = custom.app.requests.at(-1)!.headers;
       expect(h.authorization).toBe('Basic YXBwOnNlY3JldA==');
       expect(h['x-agent-token']).toBeUndefined();
@@ -135,11 +133,11 @@ describe('forwarding', () => {
   });
 
   it('answers /healthz and /readyz on the admin listener', async () => {
-    const health = await request(`${env.sidecar.adminUrl}/healthz`);
-    expect(health.statusCode).toBe(200);
-    expect(await health.body.json()).toEqual({ status: 'ok' });
-    const ready = await request(`${env.sidecar.adminUrl}/readyz`);
-    expect(ready.statusCode).toBe(200);
-    expect(await ready.body.json()).toEqual({ status: 'ready', checks: { policy: 'ok', listeners: 'ok' } });
+    const health = await call(env.adminUrl, { path: '/healthz' });
+    expect(health.status).toBe(200);
+    expect(health.json).toEqual({ status: 'ok' });
+    const ready = await call(env.adminUrl, { path: '/readyz' });
+    expect(ready.status).toBe(200);
+    expect(ready.json).toEqual({ status: 'ready', checks: { policy: 'ok', listeners: 'ok' } });
   });
 });

@@ -2,10 +2,11 @@ import { once } from 'node:events';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { requireBuild, ROOT, runCli, startCli } from '../support/cli.js';
+import { call } from '../support/http.js';
 import { runHelm, skipWithoutHelm } from '../support/helm.js';
 import { applyPatch, selfSignedCert } from '../support/kubernetes.js';
 
@@ -46,11 +47,11 @@ describe.skipIf(skipWithoutHelm('the injection parity test'))('chart, CLI and we
     const tls = new Agent({ connect: { ca: await readFile(cert) } });
     try {
       const url = (JSON.parse(wh.line) as { listen: string }).listen;
-      const r = await request(`${url}/mutate`, {
-        method: 'POST', dispatcher: tls, headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', object: POD } }),
+      const r = await call(url, {
+        method: 'POST', path: '/mutate', dispatcher: tls,
+        body: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', object: POD } },
       });
-      const response = ((await r.body.json()) as { response: { allowed: boolean; patch: string } }).response;
+      const response = (r.json as { response: { allowed: boolean; patch: string } }).response;
       expect(response.allowed).toBe(true);
       expect(applyPatch(POD, response.patch)).toEqual(byCli);
       const sidecar = byCli!.spec.containers.find((c: Doc) => c.name === 'agents-chain');

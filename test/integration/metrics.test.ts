@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEnv, type Env } from '../support/fixture.js';
-import { invoice, send } from '../support/http.js';
+import { startTestSidecar, type TestSidecar } from '../support/fixture.js';
+import { call, invoice } from '../support/http.js';
 import { parseExposition, sample, scrape } from '../support/prom.js';
 import { until } from '../support/until.js';
 
 describe('metrics after a mix of allowed, denied and erroring calls', () => {
-  let env: Env;
+  let env: TestSidecar;
   beforeAll(async () => {
-    env = await startEnv();
+    env = await startTestSidecar();
     env.app.handler = (r, res) => {
       const failing = r.url.startsWith('/invoices/inv-broken');
       res.writeHead(failing ? 500 : 200, { 'content-type': 'application/json' });
@@ -18,13 +18,13 @@ describe('metrics after a mix of allowed, denied and erroring calls', () => {
 
   it('counts each call once, by capability and decision, and says why the denied ones were refused', async () => {
     const sign = (cap: string) => env.bot.signer.sign(cap);
-    for (let i = 0; i < 3; i++) expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
-    expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000 }) })).status).toBe(403);
-    expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
-    expect((await send(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
-    expect((await send(env, { path: '/nowhere' })).status).toBe(404);
-    expect((await send(env, { path: '/invoices/inv-broken', token: await sign('getInvoice') })).status).toBe(500);
-    expect((await send(env, { path: '/healthz' })).status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
+    expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000 }) })).status).toBe(403);
+    expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
+    expect((await call(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
+    expect((await call(env, { path: '/nowhere' })).status).toBe(404);
+    expect((await call(env, { path: '/invoices/inv-broken', token: await sign('getInvoice') })).status).toBe(500);
+    expect((await call(env, { path: '/healthz' })).status).toBe(200);
 
     const { samples: s, contentType } = await scrape(env.sidecar.adminUrl);
     expect(contentType).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -58,10 +58,10 @@ describe('metrics after a mix of allowed, denied and erroring calls', () => {
 
 describe('per-agent label', () => {
   it('is opt-in and capped: agents past the cap are counted as _other', async () => {
-    const env = await startEnv({ metrics: { perAgent: { maxAgents: 1 }, processMetrics: false } });
+    const env = await startTestSidecar({ metrics: { perAgent: { maxAgents: 1 }, processMetrics: false } });
     try {
-      expect((await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status).toBe(200);
-      expect((await send(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') })).status).toBe(403);
+      expect((await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status).toBe(200);
+      expect((await call(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') })).status).toBe(403);
       const { samples: s } = await scrape(env.sidecar.adminUrl);
       expect(sample(s, 'agents_chain_agent_requests_total', { agent: env.bot.id, capability: 'getInvoice', decision: 'allowed' })).toBe(1);
       expect(sample(s, 'agents_chain_agent_requests_total', { agent: '_other', capability: 'getInvoice', decision: 'denied' })).toBe(1);
@@ -78,12 +78,11 @@ describe('access request metrics', () => {
     const env = await startApprovalEnv();
     try {
       const ask = async () => {
-        const r = await fetch(`${env.sidecar.url}/agent/request-permission`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json', prefer: 'respond-async' },
-          body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'metrics test' }),
+        const r = await call(env, {
+          method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), headers: { prefer: 'respond-async' },
+          body: { capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'metrics test' },
         });
-        return ((await r.json()) as { requestId: string }).requestId;
+        return (r.json as { requestId: string }).requestId;
       };
       const first = await ask();
       const firstNote = await env.inbox.nextRequest();
@@ -112,14 +111,15 @@ describe('audit delivery metrics', () => {
     const collector = await startCollector();
     collector.mode = 'fail';
     const exporter = new HttpAuditExporter(collector.url, undefined, 300);
-    const env = await startEnv({
+    const env = await startTestSidecar({
       audit: { keyring: parseKeyring(randomBytes(32).toString('base64')), exporters: [exporter], flushIntervalMs: 20, backoffMs: () => 20 },
       metrics: { processMetrics: false },
     });
     try {
-      for (let i = 0; i < 3; i++) await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+      for (let i = 0; i < 3; i++) await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
       await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_audit_export_failures_total', { exporter: exporter.name }) >= 2);
-      await new Promise((r) => setTimeout(r, 50));
+      // The lag grows while nothing is delivered.
+      await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_audit_oldest_unexported_age_seconds') > 0.04);
       let { samples: s } = await scrape(env.sidecar.adminUrl);
       expect(sample(s, 'agents_chain_audit_entries_total')).toBe(3);
       expect(sample(s, 'agents_chain_audit_spool_bytes')).toBeGreaterThan(0);
@@ -149,7 +149,7 @@ function counterSeries(text: string): string[] {
 
 describe('zero series: the first scrape of a fresh sidecar has every counter series its first events move', () => {
   it('calls allowed, denied (token, route, constraint) and failing move series that were already there at 0', async () => {
-    const env = await startEnv({ metrics: { processMetrics: false } });
+    const env = await startTestSidecar({ metrics: { processMetrics: false } });
     env.app.handler = (r, res) => {
       res.writeHead(r.url.startsWith('/invoices/inv-broken') ? 500 : 200, { 'content-type': 'application/json' });
       res.end('{}');
@@ -160,13 +160,13 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
       expect(sample(fresh.samples, 'agents_chain_denials_total', { capability: 'createInvoice', reason: 'constraint_violated' })).toBe(0);
       expect(fresh.samples.has('agents_chain_denials_total{capability="createInvoice",reason="constraint_violated"}')).toBe(true);
       const sign = (cap: string) => env.bot.signer.sign(cap);
-      expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
-      expect((await send(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
-      expect((await send(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
-      expect((await send(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') })).status).toBe(403);
-      expect((await send(env, { path: '/nowhere' })).status).toBe(404);
-      expect((await send(env, { path: '/invoices/inv-broken', token: await sign('getInvoice') })).status).toBe(500);
-      expect((await send(env, { path: '/healthz' })).status).toBe(200);
+      expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
+      expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
+      expect((await call(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
+      expect((await call(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') })).status).toBe(403);
+      expect((await call(env, { path: '/nowhere' })).status).toBe(404);
+      expect((await call(env, { path: '/invoices/inv-broken', token: await sign('getInvoice') })).status).toBe(500);
+      expect((await call(env, { path: '/healthz' })).status).toBe(200);
       const later = await scrape(env.sidecar.adminUrl);
       const moved = counterSeries(later.text).filter((k) => later.samples.get(k)! > 0);
       expect(moved.length).toBeGreaterThan(8);
@@ -183,10 +183,9 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
       const fresh = await scrape(env.sidecar.adminUrl);
       expect(fresh.samples.get('agents_chain_access_requests_resolved_total{capability="send_sms",outcome="expired"}')).toBe(0);
       expect(fresh.samples.get('agents_chain_access_requests_created_total{capability="send_sms"}')).toBe(0);
-      const r = await fetch(`${env.sidecar.url}/agent/request-permission`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json', prefer: 'respond-async' },
-        body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'expiry test' }),
+      const r = await call(env, {
+        method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), headers: { prefer: 'respond-async' },
+        body: { capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'expiry test' },
       });
       expect(r.status).toBe(202);
       await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_access_requests_resolved_total', { capability: 'send_sms', outcome: 'expired' }) === 1);
@@ -200,14 +199,10 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
 
   it('a reload that adds a capability creates its series at 0 at once', async () => {
     const { readFile } = await import('node:fs/promises');
-    const { loadPolicyText } = await import('../../src/policy/load.js');
-    const { startSidecar } = await import('../../src/sidecar/start.js');
-    const { createLogger } = await import('../../src/log.js');
-    const { startRecorder } = await import('../support/recorder.js');
     const file = new URL('../../config/examples/sms.yaml', import.meta.url).pathname;
     const text = await readFile(file, 'utf8');
-    const app = await startRecorder();
-    const sidecar = await startSidecar({ policy: await loadPolicyText(text, file), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: 'a'.repeat(32), env: { SMS_APPROVAL_WEBHOOK_URL: 'http://127.0.0.1:9/unused' }, log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    const env = await startTestSidecar({ policy: text, policyName: file, adminToken: 'a'.repeat(32), env: { SMS_APPROVAL_WEBHOOK_URL: 'http://127.0.0.1:9/unused' }, logLevel: 'error', metrics: { processMetrics: false } });
+    const { sidecar } = env;
     try {
       expect((await scrape(sidecar.adminUrl)).samples.has('agents_chain_access_requests_resolved_total{capability="read_message",outcome="expired"}')).toBe(false);
       expect(await sidecar.reloadPolicy(text.replaceAll('get_message', 'read_message'))).toMatchObject({ ok: true, changed: true });
@@ -216,8 +211,7 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
       expect(s.get('agents_chain_denials_total{capability="read_message",reason="capability_denied"}')).toBe(0);
       expect(s.get('agents_chain_policy_reloads_total{result="success"}')).toBe(1);
     } finally {
-      await sidecar.close();
-      await app.close();
+      await env.close();
     }
   });
 });

@@ -1,27 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { createAgentProof, createAgentSigner, createHostSigner, hostTokenHash, type HostSigner } from '../../src/identity/client.js';
 import { generateAgentKeyPair, thumbprintOf, type AgentKeyPair } from '../../src/identity/keys.js';
-import { createLogger } from '../../src/log.js';
-import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../src/sidecar/start.js';
-import { startRecorder, type Recorder } from '../support/recorder.js';
+import type { Sidecar } from '../../src/sidecar/start.js';
+import type { Recorder } from '../support/recorder.js';
 import { ISSUER, registration, registrationPolicy } from '../support/registration.js';
 import { signClaims } from '../support/tokens.js';
+import { call } from '../support/http.js';
+import { startTestSidecar } from '../support/fixture.js';
 
 const ADMIN = 'registration-admin-token-0123456789';
-
-interface Reply { status: number; headers: Record<string, unknown>; json: any }
-
-async function call(url: string, opts: { method?: string; token?: string; body?: unknown } = {}): Promise<Reply> {
-  const r = await request(url, {
-    method: (opts.method ?? 'GET') as 'GET',
-    headers: { ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}), ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-  });
-  const text = await r.body.text();
-  return { status: r.statusCode, headers: r.headers, json: text ? JSON.parse(text) : undefined };
-}
 
 describe('discovery, registration and host identity', () => {
   let sidecar: Sidecar;
@@ -32,9 +19,7 @@ describe('discovery, registration and host identity', () => {
   beforeAll(async () => {
     hostKeys = await generateAgentKeyPair();
     host = await createHostSigner(hostKeys.privateJwk);
-    app = await startRecorder();
-    const policy = await loadPolicyText(registrationPolicy(hostKeys), 'billing.yaml');
-    sidecar = await startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN, log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    ({ sidecar, app } = await startTestSidecar({ policy: registrationPolicy(hostKeys), adminToken: ADMIN, logLevel: 'error', metrics: { processMetrics: false } }));
   });
   afterAll(async () => { await sidecar.close(); await app.close(); });
 
@@ -87,8 +72,8 @@ describe('discovery, registration and host identity', () => {
     // A Bearer token that is malformed or invalid, or two token headers, are refused, never read as an
     // anonymous caller; another scheme (Basic) carries no agent token and is anonymous (Envoy's allow_missing).
     const listWith = async (headers: string[]) => {
-      const r = await request(`${sidecar.url}/capability/list`, { headers });
-      return { status: r.statusCode, json: await r.body.json() as any };
+      const r = await call(sidecar, { path: '/capability/list', headers: { [headers[0]!]: headers.filter((_, i) => i % 2 === 1) } });
+      return { status: r.status, json: r.json };
     };
     const token = await agent.sign('capability_list');
     expect(await listWith(['authorization', `Bearer ${token}`, 'authorization', `Bearer ${await agent.sign('capability_list')}`])).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
@@ -163,9 +148,8 @@ describe('the register → call → revoke flow with the CLI', () => {
     const hostJwk = JSON.parse(hostPublic.stdout) as { x: string };
     expect(JSON.parse(await readFile(join(dir, 'host.public.jwk.json'), 'utf8')).x).toBe(hostJwk.x);
 
-    const app = await startRecorder();
-    const policy = await loadPolicyText(registrationPolicy({ publicJwk: hostJwk } as unknown as AgentKeyPair), 'billing.yaml');
-    const sidecar = await startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    const env = await startTestSidecar({ policy: registrationPolicy({ publicJwk: hostJwk } as unknown as AgentKeyPair), logLevel: 'error', metrics: { processMetrics: false } });
+    const { sidecar } = env;
     try {
       // The public key alone cannot register: the proof of possession needs the agent's private key.
       const publicOnly = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.public.jwk.json'),
@@ -186,8 +170,7 @@ describe('the register → call → revoke flow with the CLI', () => {
       expect(refused.code).toBe(1);
       expect(JSON.parse(refused.stderr)).toMatchObject({ error: 'capability_denied' });
     } finally {
-      await sidecar.close();
-      await app.close();
+      await env.close();
     }
   });
 });
@@ -196,9 +179,9 @@ describe('registered agents follow the active policy', () => {
   it('a reload that tightens the host drops looser grants; one that removes the host makes its agents unknown', async () => {
     const hostKeys = await generateAgentKeyPair();
     const host = await createHostSigner(hostKeys.privateJwk);
-    const app = await startRecorder();
     const text = registrationPolicy(hostKeys);
-    const sidecar = await startSidecar({ policy: await loadPolicyText(text, 'billing.yaml'), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    const env = await startTestSidecar({ policy: text, logLevel: 'error', metrics: { processMetrics: false } });
+    const { sidecar } = env;
     try {
       const keys = await generateAgentKeyPair();
       const { token, body } = await registration(host, keys, { name: 'bot' });
@@ -216,8 +199,7 @@ describe('registered agents follow the active policy', () => {
       expect((await sidecar.reloadPolicy(withoutHosts)).ok).toBe(true);
       expect(await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') })).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
     } finally {
-      await sidecar.close();
-      await app.close();
+      await env.close();
     }
   });
 });
@@ -233,9 +215,7 @@ describe('registration proves possession of a safe agent key', () => {
     const [a, b] = [await generateAgentKeyPair(), await generateAgentKeyPair()];
     hostA = await createHostSigner(a.privateJwk);
     hostB = await createHostSigner(b.privateJwk);
-    app = await startRecorder();
-    const policy = await loadPolicyText(registrationPolicy(a, b), 'billing.yaml');
-    sidecar = await startSidecar({ policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN, log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    ({ sidecar, app } = await startTestSidecar({ policy: registrationPolicy(a, b), adminToken: ADMIN, logLevel: 'error', metrics: { processMetrics: false } }));
   });
   afterAll(async () => { await sidecar.close(); await app.close(); });
 
@@ -302,8 +282,8 @@ describe('registration proves possession of a safe agent key', () => {
     const keys = await generateAgentKeyPair();
     const { token, body } = await registration(hostB, keys, { name: 'first' });
     const raw = async (path: string, t: string, text: string) => {
-      const r = await request(`${sidecar.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, body: text });
-      return { status: r.statusCode, json: await r.body.json() as any };
+      const r = await call(sidecar, { method: 'POST', path, token: t, body: text });
+      return { status: r.status, json: r.json };
     };
     const dup = JSON.stringify(body).replace('{', '{"name":"second",');
     expect(await raw('/agent/register', token, dup)).toMatchObject({ status: 400, json: { error: 'invalid_body', message: expect.stringMatching(/duplicate/i) } });

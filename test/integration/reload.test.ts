@@ -3,12 +3,10 @@ import { mkdtemp, readFile, rename, symlink, writeFile, mkdir, rm } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { createAgentSigner } from '../../src/identity/client.js';
-import { createLogger } from '../../src/log.js';
-import { loadPolicyFile } from '../../src/policy/load.js';
-import { startSidecar } from '../../src/sidecar/start.js';
 import { ROOT, requireBuild, startCli } from '../support/cli.js';
+import { startTestSidecar } from '../support/fixture.js';
+import { call } from '../support/http.js';
 import { startRecorder } from '../support/recorder.js';
 import { sample, scrape } from '../support/prom.js';
 import { until } from '../support/until.js';
@@ -33,16 +31,14 @@ const policyHashes = async (adminUrl: string) => [...(await scrape(adminUrl)).sa
 describe('live policy reload', () => {
   it('200 reloads, valid and invalid interleaved, under load: no failed call, invalid versions never serve', async () => {
     const { file, base } = await examplePolicyFile();
-    const app = await startRecorder();
-    const sidecar = await startSidecar({ policy: await loadPolicyFile(file), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
+    const env = await startTestSidecar({ policyFile: file, logLevel: 'error', metrics: { processMetrics: false } });
+    const { sidecar } = env;
     const bot = await signer();
     let stop = false;
     const statuses: number[] = [];
     const load = Array.from({ length: 4 }, async () => {
       while (!stop) {
-        const r = await request(`${sidecar.url}/invoices/inv-1`, { headers: { authorization: `Bearer ${await bot.sign('getInvoice')}` } });
-        await r.body.text();
-        statuses.push(r.statusCode);
+        statuses.push((await call(sidecar, { path: '/invoices/inv-1', token: await bot.sign('getInvoice') })).status);
       }
     });
     try {
@@ -83,34 +79,31 @@ describe('live policy reload', () => {
     } finally {
       stop = true;
       await Promise.all(load);
-      await sidecar.close();
-      await app.close();
+      await env.close();
     }
   }, 60_000);
 
   it('a call in flight finishes under the policy it started with', async () => {
     const { file, base } = await examplePolicyFile();
-    const app = await startRecorder();
     let release!: () => void;
     const held = new Promise<void>((r) => { release = r; });
+    const env = await startTestSidecar({ policyFile: file, logLevel: 'error', metrics: { processMetrics: false } });
+    const { sidecar, app } = env;
     app.handler = (_r, res) => void held.then(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); });
-    const sidecar = await startSidecar({ policy: await loadPolicyFile(file), upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}), metrics: { processMetrics: false } });
     try {
       const bot = await signer();
-      const inFlight = request(`${sidecar.url}/invoices/inv-1`, { headers: { authorization: `Bearer ${await bot.sign('getInvoice')}` } });
+      const inFlight = call(sidecar, { path: '/invoices/inv-1', token: await bot.sign('getInvoice') });
       await until(() => app.requests.length === 1);
       // The new policy revokes getInvoice; the call already forwarded is unaffected, the next one is refused.
       await writeFile(file, base.replace(/(capability: getInvoice\n\s+status: )active/, '$1revoked'));
       expect((await sidecar.reloadPolicy()).ok).toBe(true);
       release();
-      expect((await inFlight).statusCode).toBe(200);
-      const next = await request(`${sidecar.url}/invoices/inv-1`, { headers: { authorization: `Bearer ${await bot.sign('getInvoice')}` } });
-      expect(next.statusCode).toBe(403);
-      await next.body.text();
+      expect((await inFlight).status).toBe(200);
+      const next = await call(sidecar, { path: '/invoices/inv-1', token: await bot.sign('getInvoice') });
+      expect(next.status).toBe(403);
     } finally {
       release();
-      await sidecar.close();
-      await app.close();
+      await env.close();
     }
   });
 

@@ -4,15 +4,11 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { markerTime, REPLAY_NAMESPACE } from '../../src/auth/replay-redis.js';
-import { createLogger } from '../../src/log.js';
-import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar } from '../../src/sidecar/start.js';
-import { billingPolicy, testAgent, type TestAgent } from '../support/fixture.js';
+import { startTestSidecar, untilReady, type TestAgent } from '../support/fixture.js';
+import { call } from '../support/http.js';
 import { seedReplayWindow } from '../support/global-setup.js';
-import { startRecorder } from '../support/recorder.js';
 import { disposableRedis, testPrefix } from '../support/redis.js';
 import { until } from '../support/until.js';
 
@@ -23,13 +19,6 @@ import { until } from '../support/until.js';
  * the real sidecar.
  */
 
-async function get(url: string, token: string): Promise<{ status: number; error?: string }> {
-  const r = await request(url, { headers: { authorization: `Bearer ${token}` } });
-  const text = await r.body.text();
-  return { status: r.statusCode, error: text ? (JSON.parse(text) as { error?: string }).error : undefined };
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function metric(text: string, name: string, labels = ''): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
@@ -52,39 +41,34 @@ interface Running { logs: string[]; adminUrl: string; agents: { bot: TestAgent; 
 
 /** A real sidecar (in process) in front of a real app, its replay window in the Redis at `url`; agents and clock shared when given. */
 async function sidecarOn(url: string, agents?: { bot: TestAgent; other: TestAgent }, clock: Clock = testClock()): Promise<Running> {
-  const bot = agents?.bot ?? await testAgent('agent-billing-bot');
-  const other = agents?.other ?? await testAgent('agent-other');
-  const app = await startRecorder();
-  const logs: string[] = [];
-  const policy = await loadPolicyText(billingPolicy({ bot, other }), 'billing.yaml');
-  const sidecar = await startSidecar({
-    policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('debug', (l) => logs.push(l)),
-    redis: { url, prefix: testPrefix('reset') }, metrics: { processMetrics: false }, now: clock.now,
-  });
+  const env = await startTestSidecar({ agents, redis: { url, prefix: testPrefix('reset') }, metrics: { processMetrics: false }, now: clock.now });
+  const { bot, other } = env;
   return {
-    logs, adminUrl: sidecar.adminUrl, clock,
-    call: (token) => get(`${sidecar.url}/invoices/inv-1`, token),
+    logs: env.logs, adminUrl: env.adminUrl, clock,
+    call: async (token) => { const r = await call(env, { path: '/invoices/inv-1', token }); return { status: r.status, error: r.json?.error }; },
     fresh: () => bot.signer.sign('getInvoice', { now: Math.floor(clock.now() / 1000) }),
     agents: { bot, other },
-    async close() { await sidecar.close(); await app.close(); },
+    close: () => env.close(),
   };
 }
 
 /** Replays every token, over and over, counting the ones let through, until `stop()`. */
-function replayLoop(s: Running, tokens: string[]): { stop(): Promise<{ accepted: number; codes: Record<string, number> }> } {
+function replayLoop(s: Running, tokens: string[]): { attempts(): number; stop(): Promise<{ accepted: number; codes: Record<string, number> }> } {
   let stopped = false;
   let accepted = 0;
+  let attempts = 0;
   const codes: Record<string, number> = {};
   const workers = [0, 1, 2, 3].map(async (w) => {
     while (!stopped) {
       for (let i = w; i < tokens.length && !stopped; i += 4) {
         const r = await s.call(tokens[i]!);
+        attempts++;
         if (r.status === 200) accepted++;
         codes[r.error ?? String(r.status)] = (codes[r.error ?? String(r.status)] ?? 0) + 1;
       }
     }
   });
-  return { async stop() { stopped = true; await Promise.all(workers); return { accepted, codes }; } };
+  return { attempts: () => attempts, async stop() { stopped = true; await Promise.all(workers); return { accepted, codes }; } };
 }
 
 /** Fresh calls in a loop; the tokens that passed are kept (they are "used"). */
@@ -129,7 +113,7 @@ describe('a Redis that restarts empty (kill -9, no persistence)', () => {
     await warm(s);
 
     const load = loadLoop(s);
-    await sleep(400);
+    await until(() => load.used.length > 10); // enough tokens spent before the loss
     await redis.kill();
     const used = [...load.used];
     expect(used.length).toBeGreaterThan(10);
@@ -142,7 +126,9 @@ describe('a Redis that restarts empty (kill -9, no persistence)', () => {
     const recoveredMs = Date.now() - back;
     s.clock.advance(PAST_SKEW_MS);
     await until(async () => (await s.call(await s.fresh())).status === 200, 2_000);
-    await sleep(1_000); // replays keep coming after recovery
+    // Replays keep coming after recovery: every used token is tried twice more against the recovered window.
+    const tried = replays.attempts();
+    await until(() => replays.attempts() >= tried + 2 * used.length);
     const result = await replays.stop();
     await load.stop();
 
@@ -155,7 +141,7 @@ describe('a Redis that restarts empty (kill -9, no persistence)', () => {
     const warned = s.logs.filter((l) => l.includes('replay window reset'));
     expect(warned.length).toBeGreaterThan(0);
     expect(JSON.parse(warned[0]!)).toMatchObject({ level: 'warn' });
-    const m = await (await fetch(`${s.adminUrl}/metrics`)).text();
+    const m = (await call(s.adminUrl, { path: '/metrics' })).text;
     expect(metric(m, 'agents_chain_replay_store_resets_total', '{cause="marker_missing"}') + metric(m, 'agents_chain_replay_store_resets_total', '{cause="server_changed"}')).toBeGreaterThanOrEqual(1);
     expect(metric(m, 'agents_chain_denials_total', '{capability="getInvoice",reason="replay_window_reset"}')).toBeGreaterThan(0);
   }, 30_000);
@@ -179,7 +165,7 @@ describe('a Redis that restarts empty (kill -9, no persistence)', () => {
     await recovered(a);
     const c = await sidecarOn(redis.url, a.agents, a.clock); // the same agents, keys and clock: A's tokens verify at C
     cleanup.push(() => c.close());
-    await until(async () => (await fetch(`${c.adminUrl}/readyz`)).status === 200, 5_000);
+    await untilReady(c.adminUrl, 5_000);
     for (const t of used) expect(await c.call(t)).toMatchObject({ status: 401, error: 'replay_window_reset' });
     expect(c.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"epoch_changed"'))).toBe(true);
   }, 30_000);
@@ -193,7 +179,7 @@ describe('an agent clock ahead of the sidecar (inside the 30 s of tolerated skew
     await seedReplayWindow(redis.url); // not this test's subject: no first-contact reset
     const s = await sidecarOn(redis.url);
     cleanup.push(() => s.close());
-    await until(async () => (await fetch(`${s.adminUrl}/readyz`)).status === 200, 5_000);
+    await untilReady(s.adminUrl, 5_000);
     const ahead = () => s.agents.bot.signer.sign('getInvoice', { now: Math.floor(s.clock.now() / 1000) + 25 });
     const used: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -303,7 +289,7 @@ describe('a Redis restarted from a stale snapshot that no sidecar survives', () 
     // An idle sidecar: connected, never claims (it knows no epoch), survives the restart.
     const b = opts.idleSurvivor ? await sidecarOn(redis.url, a.agents, clock) : undefined;
     if (b) cleanup.push(() => b.close());
-    for (const x of [a, b]) if (x) await until(async () => (await fetch(`${x.adminUrl}/readyz`)).status === 200, 5_000);
+    for (const x of [a, b]) if (x) await untilReady(x.adminUrl, 5_000);
     expect((await a.call(await a.fresh())).status).toBe(200); // no reset: the marker is old and the server checked
     const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
     await admin.save();
@@ -320,7 +306,7 @@ describe('a Redis restarted from a stale snapshot that no sidecar survives', () 
     if (b) await until(() => b.logs.some((l) => l.includes('replay window reset') && l.includes('"cause":"server_changed"')), 5_000);
     const c = await sidecarOn(redis.url, a.agents, clock); // a fresh sidecar: no run_id of its own to compare
     cleanup.push(() => c.close());
-    await until(async () => (await fetch(`${c.adminUrl}/readyz`)).status === 200, 5_000);
+    await untilReady(c.adminUrl, 5_000);
     return { redis, b, c, used };
   }
 

@@ -5,9 +5,9 @@ import { mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { createAgentSigner } from '../../src/identity/client.js';
 import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { call } from '../support/http.js';
 import { startRecorder } from '../support/recorder.js';
 import { until } from '../support/until.js';
 
@@ -20,7 +20,11 @@ function phases(output: string): Phase[] {
 
 interface Exchange { status: number; localPort: number; connection?: string; body: string }
 
-/** One GET on a connection of `agent`'s (agent: false opens a new TCP connection for this call alone). */
+/**
+ * One GET on a connection of `agent`'s (agent: false opens a new TCP connection for this call alone). Not `call`
+ * (support/http.ts): these tests need the local port of the connection a call went over, and node:http's
+ * per-call connection choice, to tell a pooled connection from a new one.
+ */
 function get(url: string, token: string | undefined, agent: Agent | false): Promise<Exchange> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { agent, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
@@ -62,7 +66,10 @@ describe('graceful shutdown', () => {
     const keyFile = join(dir, 'audit.key');
     await writeFile(keyFile, `${randomBytes(32).toString('base64')}\n`);
     const app = await startRecorder();
-    app.handler = (_r, res) => void setTimeout(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); }, 500);
+    // The app holds every call until the test has seen the drain begin: they are in flight through SIGTERM.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    app.handler = (_r, res) => void held.then(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); });
     const exported = join(dir, 'audit.jsonl');
     const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
       '--audit-key-file', keyFile, '--audit-spool', join(dir, 'spool'), '--audit-export', `file:${exported}`, '--shutdown-grace-ms', '4000', '--audit-drain-ms', '2000',
@@ -71,13 +78,14 @@ describe('graceful shutdown', () => {
     const bot = await createAgentSigner(JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8')), 'agent-billing-bot');
     try {
       const calls = await Promise.all(Array.from({ length: 10 }, async (_, i) => bot.sign('getInvoice', { jti: `shutdown-${i}` })));
-      const inFlight = calls.map((token, i) => request(`${listen}/invoices/inv-${i}`, { headers: { authorization: `Bearer ${token}` } }).then(async (r) => { await r.body.text(); return r.statusCode; }));
-      while (app.requests.length < 10) await new Promise((r) => setTimeout(r, 10));
+      const inFlight = calls.map((token, i) => call(listen, { path: `/invoices/inv-${i}`, token }).then((r) => r.status));
+      await until(() => app.requests.length >= 10); // all ten held by the app
       const t0 = Date.now();
       sc.child.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 100));
-      const ready = await fetch(`${admin}/readyz`);
+      await until(() => sc.output().includes('"phase":"stop_accepting"')); // the sidecar is draining
+      const ready = await call(admin, { path: '/readyz' });
       expect(ready.status).toBe(503); // not ready while calls finish
+      release();
       expect(await Promise.all(inFlight)).toEqual(Array(10).fill(200));
       const [code] = await once(sc.child, 'exit');
       expect(code).toBe(0);
@@ -88,6 +96,7 @@ describe('graceful shutdown', () => {
       expect(entries.filter((e) => e.jti?.startsWith('shutdown-')).map((e) => e.status)).toEqual(Array(10).fill(200));
       expect((await readdir(join(dir, 'spool'))).filter((f) => f.endsWith('.batch'))).toEqual([]);
     } finally {
+      release();
       if (sc.child.exitCode === null) sc.child.kill('SIGKILL');
       await app.close();
     }
@@ -138,9 +147,9 @@ describe('graceful shutdown', () => {
       sc.child.kill('SIGTERM');
       await until(() => phases(sc.output()).some((p) => p.phase === 'drain_delay'));
       // From the moment the sidecar drains, readiness fails (the endpoints controller stops sending)...
-      const ready = await fetch(`${admin}/readyz`);
+      const ready = await call(admin, { path: '/readyz' });
       expect(ready.status).toBe(503);
-      expect(await ready.json()).toMatchObject({ status: 'draining', checks: { listeners: 'ok' } });
+      expect(ready.json).toMatchObject({ status: 'draining', checks: { listeners: 'ok' } });
       const drainStart = Date.parse(phases(sc.output()).find((p) => p.phase === 'drain_delay')!.time);
       // ...while the clients, which have not heard yet, keep calling until just before the delay ends, as
       // they would until the endpoint removal reaches them.
@@ -152,8 +161,8 @@ describe('graceful shutdown', () => {
       heldCall.catch(() => {}); // awaited below; an earlier failed assertion must not leave it unhandled
       const probes: number[] = [];
       while (Date.now() < stopAt) {
-        probes.push((await fetch(`${admin}/readyz`)).status);
-        await new Promise((r) => setTimeout(r, 100));
+        probes.push((await call(admin, { path: '/readyz' })).status);
+        await new Promise((r) => setTimeout(r, 100)); // a probe period (as a kubelet's), not a wait for an event
       }
       await Promise.all(clients);
 
@@ -171,9 +180,9 @@ describe('graceful shutdown', () => {
       await until(() => phases(sc.output()).some((p) => p.phase === 'stop_accepting'));
       expect(phases(sc.output()).find((p) => p.phase === 'stop_accepting')).toMatchObject({ inFlight: 1 });
       await expect(get(`${listen}/invoices/inv-3`, await bot.sign('getInvoice'), false)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
-      const notReady = await fetch(`${admin}/readyz`);
+      const notReady = await call(admin, { path: '/readyz' });
       expect(notReady.status).toBe(503);
-      expect(await notReady.json()).toMatchObject({ status: 'draining', checks: { listeners: 'failing' } });
+      expect(notReady.json).toMatchObject({ status: 'draining', checks: { listeners: 'failing' } });
       releaseHeld();
       expect(await heldCall).toMatchObject({ status: 200, connection: 'close' });
       const [code] = await once(sc.child, 'exit');
@@ -205,7 +214,7 @@ describe('graceful shutdown', () => {
       // Started: the admin listener answers (serve's signal handlers are installed before it starts listening).
       const started = async (env: NodeJS.ProcessEnv) => {
         const sc = await startCli(args, /sidecar listening/, env);
-        expect((await fetch(`${(JSON.parse(sc.line) as { admin: string }).admin}/healthz`)).status).toBe(200);
+        expect((await call((JSON.parse(sc.line) as { admin: string }).admin, { path: '/healthz' })).status).toBe(200);
         return sc;
       };
       const none = await started({ AGENTS_CHAIN_DRAIN_DELAY_MS: '0' });
@@ -232,17 +241,16 @@ describe('graceful shutdown', () => {
   it('a caller waiting for a human is released at the deadline with 503 shutting_down and the status URL', async () => {
     const { startApprovalEnv } = await import('../support/approvals.js');
     const env = await startApprovalEnv({ shutdownGraceMs: 1500 });
-    const waiting = request(`${env.sidecar.url}/agent/request-permission`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'shutdown test' }),
+    const waiting = call(env, {
+      method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'),
+      body: { capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'shutdown test' },
     });
     await env.inbox.nextRequest();
     const t0 = Date.now();
     const closing = env.close();
     const r = await waiting;
-    expect(r.statusCode).toBe(503);
-    const body = await r.body.json() as { error: string; statusUrl: string; requestId: string };
+    expect(r.status).toBe(503);
+    const body = r.json as { error: string; statusUrl: string; requestId: string };
     expect(body).toMatchObject({ error: 'shutting_down', statusUrl: `/agent/request-permission/${body.requestId}` });
     expect(r.headers.location).toBe(body.statusUrl);
     await closing;

@@ -1,18 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEnv, testAgent, type Env } from '../support/fixture.js';
-import { expectDenied, invoice, send } from '../support/http.js';
-import { rawRequest } from '../support/raw.js';
+import { startTestSidecar, testAgent, type TestSidecar } from '../support/fixture.js';
+import { call, expectDenied, invoice } from '../support/http.js';
+import { rawSocketRequest } from '../support/raw-socket.js';
 import { nonCanonical, signRaw, tokenWith } from '../support/tokens.js';
 
 /** The seed's nine verification steps, each failing through the real sidecar in front of a real app. */
 describe('token verification through the sidecar', () => {
-  let env: Env;
-  beforeAll(async () => { env = await startEnv(); });
+  let env: TestSidecar;
+  beforeAll(async () => { env = await startTestSidecar(); });
   afterAll(async () => { await env.close(); });
 
   const now = () => Math.floor(Date.now() / 1000);
   const claims = (over: Record<string, unknown> = {}) => ({ sub: env.bot.id, iss: env.bot.keys.thumbprint, aud: 'createInvoice', ...over });
-  const post = (token: string, body = invoice()) => send(env, { method: 'POST', path: '/invoices', token, body });
+  const post = (token: string, body = invoice()) => call(env, { method: 'POST', path: '/invoices', token, body });
 
   it('lets a valid call through, once', async () => {
     const seen = env.app.requests.length;
@@ -23,7 +23,7 @@ describe('token verification through the sidecar', () => {
 
   it('401 token_missing with WWW-Authenticate when no token is sent', async () => {
     const seen = env.app.requests.length;
-    const r = await send(env, { method: 'POST', path: '/invoices', body: invoice() });
+    const r = await call(env, { method: 'POST', path: '/invoices', body: invoice() });
     expectDenied(env, seen, r, 401, 'token_missing');
     expect(r.headers['www-authenticate']).toMatch(/^Bearer realm="https:\/\/billing\.example\.com"/);
   });
@@ -73,7 +73,7 @@ describe('token verification through the sidecar', () => {
       const t1 = await env.bot.signer.sign('createInvoice');
       const t2 = await env.bot.signer.sign('createInvoice');
       const body = invoice();
-      const r = await rawRequest(env.sidecar.url,
+      const r = await rawSocketRequest(env.sidecar.url,
         `POST /invoices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t1}\r\nauthorization: Bearer ${t2}\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
       expectDenied(env, seen, { status: r.status, json: r.json() }, 401, 'token_invalid');
@@ -169,20 +169,20 @@ describe('token verification through the sidecar', () => {
   describe('step 9: grant', () => {
     it('capability_denied without a grant', async () => {
       const seen = env.app.requests.length;
-      const r = await send(env, { method: 'POST', path: '/invoices', token: await env.other.signer.sign('createInvoice'), body: invoice() });
+      const r = await call(env, { method: 'POST', path: '/invoices', token: await env.other.signer.sign('createInvoice'), body: invoice() });
       expectDenied(env, seen, r, 403, 'capability_denied');
     });
 
     it('capability_denied for a revoked grant', async () => {
       const seen = env.app.requests.length;
-      const r = await send(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') });
+      const r = await call(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') });
       expectDenied(env, seen, r, 403, 'capability_denied');
       expect(r.json.message).toMatch(/revoked/);
     });
 
     it('capability_denied for an expired grant', async () => {
       const seen = env.app.requests.length;
-      const r = await send(env, { path: '/invoices?customerId=c-100', token: await env.other.signer.sign('listInvoices') });
+      const r = await call(env, { path: '/invoices?customerId=c-100', token: await env.other.signer.sign('listInvoices') });
       expectDenied(env, seen, r, 403, 'capability_denied');
       expect(r.json.message).toMatch(/expired/);
     });
@@ -214,9 +214,9 @@ describe('token verification through the sidecar', () => {
 
 describe('a bounded in-memory replay window', () => {
   it('refuses with 503 replay_store_unavailable when full of live ids (--replay-max-entries), never forgetting one', async () => {
-    const env = await startEnv({ replayMaxEntries: 2 });
+    const env = await startTestSidecar({ replayMaxEntries: 2 });
     try {
-      const get = async () => (await fetch(`${env.sidecar.url}/invoices/inv-1`, { headers: { authorization: `Bearer ${await env.bot.signer.sign('getInvoice')}` } })).status;
+      const get = async () => (await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status;
       expect([await get(), await get(), await get()]).toEqual([200, 200, 503]);
       expect(env.logs.some((l) => l.includes('replay window in memory') && l.includes('"maxEntries":2'))).toBe(true);
     } finally {

@@ -3,11 +3,12 @@ import { copyFile, mkdtemp, readFile } from 'node:fs/promises';
 import { connect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { INJECT_DEFAULTS } from '../../src/kubernetes/defaults.js';
 import { injectPodTemplate } from '../../src/kubernetes/inject.js';
 import { requireBuild, startCli } from '../support/cli.js';
+import { call } from '../support/http.js';
 import { applyPatch, selfSignedCert, validateObject } from '../support/kubernetes.js';
 import { until } from '../support/until.js';
 
@@ -32,11 +33,11 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
     const url = (JSON.parse(wh.line) as { listen: string }).listen;
     const tls = new Agent({ connect: { ca: await readFile(cert) } });
     const review = async (object: unknown, uid: string, path = '/mutate') => {
-      const r = await request(`${url}${path}`, {
-        method: 'POST', dispatcher: tls, headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } }),
+      const r = await call(url, {
+        method: 'POST', path, dispatcher: tls,
+        body: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } },
       });
-      return { status: r.statusCode, json: await r.body.json() as { apiVersion: string; kind: string; response: { uid: string; allowed: boolean; patchType?: string; patch?: string; warnings?: string[]; status?: { code: number; message: string } } } };
+      return { status: r.status, json: r.json as { apiVersion: string; kind: string; response: { uid: string; allowed: boolean; patchType?: string; patch?: string; warnings?: string[]; status?: { code: number; message: string } } } };
     };
     try {
       const annotated = pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'billing-policy', 'agents-chain.io/upstream-port': '3000' });
@@ -89,9 +90,8 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       expect((await review(pod({}), 'uid-12', '/validate')).json.response).toEqual({ uid: 'uid-12', allowed: true });
       const openly = await review(pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/allow-unprotected': 'true' }), 'uid-13', '/validate');
       expect(openly.json.response).toMatchObject({ uid: 'uid-13', allowed: true, warnings: [expect.stringMatching(/WITHOUT the sidecar/)] });
-      const bad = await request(`${url}/mutate`, { method: 'POST', dispatcher: tls, body: '{"kind":"NotAReview"}' });
-      expect(bad.statusCode).toBe(400);
-      await bad.body.text();
+      const bad = await call(url, { method: 'POST', path: '/mutate', dispatcher: tls, body: '{"kind":"NotAReview"}' });
+      expect(bad.status).toBe(400);
     } finally {
       wh.child.kill('SIGTERM');
       await once(wh.child, 'exit');

@@ -1,10 +1,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { request } from 'undici';
-import { createLogger } from '../../src/log.js';
-import { loadPolicyText } from '../../src/policy/load.js';
-import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/sidecar/start.js';
-import { testAgent, type TestAgent } from './fixture.js';
+import type { Sidecar, SidecarOptions } from '../../src/sidecar/start.js';
+import { startTestSidecar, testAgent, type TestAgent } from './fixture.js';
+import { call } from './http.js';
 import { startRecorder, type Recorder } from './recorder.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -47,6 +45,8 @@ export async function startInbox(): Promise<Inbox> {
 
 export interface ApprovalEnv {
   sidecar: Sidecar;
+  url: string;
+  adminUrl: string;
   app: Recorder;
   inbox: Inbox;
   bots: TestAgent[];
@@ -91,27 +91,22 @@ export async function startApprovalEnv(opts: {
     res.end(JSON.stringify({ sent: r.method === 'POST', path: r.url, by: r.headers['x-agent-id'], permission: r.headers['agent-permission'] ?? null }));
   };
   const inbox = await startInbox();
-  const policy = await loadPolicyText(smsPolicy(bots, { ...opts, webhookUrl: opts.webhookUrl ?? inbox.url }), 'sms.yaml');
-  const sidecar = await startSidecar({
-    policy, upstream: app.url, listen: '127.0.0.1:0', admin: '127.0.0.1:0', adminToken: ADMIN_TOKEN,
-    log: createLogger('error', () => {}), audit: opts.audit, shutdownGraceMs: opts.shutdownGraceMs, redis: opts.redis,
+  const env = await startTestSidecar({
+    policy: smsPolicy(bots, { ...opts, webhookUrl: opts.webhookUrl ?? inbox.url }), policyName: 'sms.yaml', app,
+    adminToken: ADMIN_TOKEN, logLevel: 'error', audit: opts.audit, shutdownGraceMs: opts.shutdownGraceMs, redis: opts.redis,
     ...(opts.redis ? { metrics: { processMetrics: false } } : {}),
+    // A Redis-backed sidecar refuses calls until its connection is up.
+    waitReady: Boolean(opts.redis),
   });
-  if (opts.redis) {
-    for (let i = 0; i < 200 && (await request(`${sidecar.adminUrl}/readyz`).then(async (r) => { await r.body.dump(); return r.statusCode; })) !== 200; i++) await new Promise((r) => setTimeout(r, 25));
-  }
+  const { sidecar } = env;
   return {
-    sidecar, app, inbox, bots, bot: bots[0]!,
+    sidecar, url: env.url, adminUrl: env.adminUrl, app, inbox, bots, bot: bots[0]!,
     async admin(method, path, body, token = ADMIN_TOKEN) {
-      const res = await request(`${sidecar.adminUrl}${path}`, {
-        method, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-      });
-      const text = await res.body.text();
-      return { status: res.statusCode, json: text ? JSON.parse(text) : undefined };
+      const r = await call(sidecar.adminUrl, { method, path, token, body });
+      return { status: r.status, json: r.json };
     },
     async close() {
-      await sidecar.close();
+      await env.close();
       await app.close();
       await inbox.close();
     },

@@ -5,6 +5,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './cli.js';
+import { call } from './http.js';
+import { until } from './until.js';
 
 /**
  * Real apps in four stacks (test/fixtures/backends/), each reporting what it
@@ -93,20 +95,14 @@ export async function startBackend(name: BackendName): Promise<Backend> {
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 10_000;
-  for (;;) {
+  const answers = async (): Promise<boolean> => {
     if (child.exitCode !== null) throw new Error(`${name} backend exited (${child.exitCode}): ${stderr}`);
-    try {
-      const r = await fetch(`${url}/__ready`);
-      await r.arrayBuffer();
-      if (r.ok) break;
-    } catch { /* not up yet */ }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`${name} backend did not answer on ${url}: ${stderr}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
+    return call(url, { path: '/__ready' }).then((r) => r.status === 200, () => false); // refused: not up yet
+  };
+  await until(answers, 10_000).catch((err: Error) => {
+    child.kill('SIGKILL');
+    throw new Error(err.message.includes('exited') ? err.message : `${name} backend did not answer on ${url}: ${stderr}`);
+  });
   const seen = (): Seen[] => readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Seen).filter((s) => s.path !== '/__ready');
   return {
     name, url, seen,

@@ -45,3 +45,33 @@ export function startCli(args: string[], ready: RegExp, env: NodeJS.ProcessEnv =
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`CLI exited (${code}) before ready:\n${out}`)); });
   });
 }
+
+/** The "startup failed" log line of a serve or webhook that could not start (src/cli/startup.ts). */
+export interface StartupFailure {
+  time: string;
+  level: string;
+  msg: string;
+  command: string;
+  error: string;
+  code?: string;
+  exitCode: number;
+  issues?: { file: string; line: number; column: number; key: string; problem: string }[];
+}
+
+/**
+ * A run that failed to start: every line of its stdout is JSON (the log shape), stderr is empty, nothing
+ * looks like a stack trace, and the last line is the one "startup failed" line, whose exitCode is the process's.
+ */
+export function startupFailure(r: Run): StartupFailure {
+  const lines = r.stdout.split('\n').filter(Boolean);
+  const parsed = lines.map((l) => {
+    try { return JSON.parse(l) as Record<string, unknown>; } catch { throw new Error(`a stdout line is not JSON: ${l}\n${r.stdout}${r.stderr}`); }
+  });
+  if (r.stderr !== '') throw new Error(`stderr is not empty:\n${r.stderr}`);
+  if (/\n\s+at /.test(r.stdout) || /\\n\s+at /.test(r.stdout)) throw new Error(`a stack trace:\n${r.stdout}`);
+  const failures = parsed.filter((p) => p.msg === 'startup failed');
+  if (failures.length !== 1 || parsed.at(-1) !== failures[0]) throw new Error(`expected one "startup failed" line, last:\n${r.stdout}`);
+  const f = failures[0] as unknown as StartupFailure;
+  if (f.exitCode !== r.code) throw new Error(`the line says exit ${f.exitCode}, the process exited ${r.code}`);
+  return f;
+}

@@ -1,3 +1,5 @@
+import { call } from './http.js';
+
 /** Samples of a Prometheus text exposition, keyed `name{a="1",b="2"}` (labels sorted). */
 export type Samples = Map<string, number>;
 
@@ -25,8 +27,7 @@ export function familyNames(text: string): Set<string> {
 }
 
 export async function scrape(adminUrl: string): Promise<{ text: string; samples: Samples; contentType: string }> {
-  const res = await fetch(`${adminUrl}/metrics`);
+  const res = await call(adminUrl, { path: '/metrics' });
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
-  const text = await res.text();
-  return { text, samples: parseExposition(text), contentType: res.headers.get('content-type') ?? '' };
+  return { text: res.text, samples: parseExposition(res.text), contentType: String(res.headers['content-type'] ?? '') };
 }

@@ -41,7 +41,14 @@ describe('Dockerfile', () => {
     expect(runs.some((r) => /npm install\b/.test(r))).toBe(false);
     expect(runs.some((r) => /npm ci\b/.test(r))).toBe(true);
     expect(runs.some((r) => /npm prune --omit=dev/.test(r))).toBe(true);
-    for (const r of runs) if (/apt-get install/.test(r)) expect(r).toMatch(/--no-install-recommends/);
+    // The runtime image installs iptables (for `agents-chain capture`), so there is an apt-get install to check:
+    // without recommends, and the package lists removed in the same layer (hadolint DL3015, DL3009).
+    const installs = runs.filter((r) => /apt-get install/.test(r));
+    expect(installs.some((r) => /\biptables\b/.test(r)), 'an apt-get install of iptables').toBe(true);
+    for (const r of installs) {
+      expect(r).toMatch(/--no-install-recommends/);
+      expect(r).toMatch(/rm -rf \/var\/lib\/apt\/lists/);
+    }
     // The runtime stage copies the pruned node_modules and dist, not the sources or dev tooling.
     const copies = stages().at(-1)!.body.filter((i) => i.op === 'COPY').map((i) => i.args);
     expect(copies.some((c) => /\bsrc\b/.test(c) && !/--from/.test(c))).toBe(false);

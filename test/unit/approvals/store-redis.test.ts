@@ -59,7 +59,8 @@ describe('RedisAccessRequestStore', () => {
     const b = new RedisAccessRequestStore(c2, s2, prefix);
     const woken: string[] = [];
     b.onChange((id) => woken.push(id));
-    await new Promise((r) => setTimeout(r, 100)); // let SUBSCRIBE land
+    // Both stores' SUBSCRIBE has landed (the server counts the channel's subscribers).
+    await until(async () => Number(((await c1.pubsub('NUMSUB', `${prefix}ar:changes`)) as [string, number])[1]) >= 2);
     await a.create(request(R2));
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).resolve(R2, i % 3 ? 'approved' : 'denied', { resolvedAt: Date.now(), denyReason: `by ${i}` })));
     const winners = results.filter(Boolean);
@@ -83,7 +84,7 @@ describe('RedisAccessRequestStore', () => {
     await s.addValueApproval({ id: V1, agentId: 'bot', capability: 'send_sms', values: { to: '+1' }, requestId: 'r', createdAt: now, expiresAt: now + 60_000 });
     await s.addValueApproval({ id: V2, agentId: 'bot', capability: 'send_sms', values: { to: '+2' }, requestId: 'r', createdAt: now, expiresAt: now + 50 });
     expect((await s.valueApprovals(now)).map((a) => a.id).sort()).toEqual([V1, V2].sort());
-    await new Promise((r) => setTimeout(r, 80));
+    await until(async () => (await s.valueApprovals(Date.now())).length < 2); // V2's 50 ms pass
     expect((await s.valueApprovals(Date.now())).map((a) => a.id)).toEqual([V1]);
     expect(await s.deleteValueApproval(V1)).toBe(true);
     expect(await s.deleteValueApproval(V1)).toBe(false);

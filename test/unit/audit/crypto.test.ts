@@ -1,19 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { GENESIS, base64Into, batchHash, batchLine, openBatch, parseKeyring } from '../../../src/audit/crypto.js';
-import { BatchSealer, sealBatch } from '../../../src/audit/sealer.js';
+import { BatchSealer } from '../../../src/audit/sealer.js';
 import { RawJson } from '../../../src/audit/raw-json.js';
 import { needsRedaction, redact } from '../../../src/audit/redact.js';
 import { verifyChain } from '../../../src/audit/verify.js';
+import { addEntry, sealBatch } from '../../support/audit.js';
 
 const k1 = randomBytes(32).toString('base64');
 const k2 = randomBytes(32).toString('base64');
 
-function chain(n: number, keys = parseKeyring(k1), id = 'chain-a'): string[] {
+async function chain(n: number, keys = parseKeyring(k1), id = 'chain-a'): Promise<string[]> {
   const lines: string[] = [];
   let prev = GENESIS;
   for (let seq = 1; seq <= n; seq++) {
-    const line = JSON.stringify(sealBatch([{ timestamp: seq, id: `e${seq}` }], { chain: id, seq, prev }, keys.current));
+    const line = JSON.stringify(await sealBatch([{ timestamp: seq, id: `e${seq}` }], { chain: id, seq, prev }, keys.current));
     lines.push(line);
     prev = batchHash(line);
   }
@@ -21,26 +22,26 @@ function chain(n: number, keys = parseKeyring(k1), id = 'chain-a'): string[] {
 }
 
 describe('audit batches', () => {
-  it('seal and open round-trip; old keys still read after rotation', () => {
+  it('seal and open round-trip; old keys still read after rotation', async () => {
     const old = parseKeyring(k1);
-    const line = chain(1, old)[0]!;
+    const line = (await chain(1, old))[0]!;
     const rotated = parseKeyring(`${k2}\n${k1}  # old key, kept for reading\n`);
     expect(rotated.current.id).not.toBe(old.current.id);
     expect(openBatch(JSON.parse(line), rotated)).toEqual([{ timestamp: 1, id: 'e1' }]);
   });
 
-  it('uses a fresh nonce per batch and never holds entries in clear in the batch', () => {
+  it('uses a fresh nonce per batch and never holds entries in clear in the batch', async () => {
     const keys = parseKeyring(k1);
-    const a = sealBatch([{ timestamp: 1, secret: 'visible?' }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current);
-    const b = sealBatch([{ timestamp: 1, secret: 'visible?' }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current);
+    const a = await sealBatch([{ timestamp: 1, secret: 'visible?' }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current);
+    const b = await sealBatch([{ timestamp: 1, secret: 'visible?' }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current);
     expect(a.nonce).not.toBe(b.nonce);
     expect(Buffer.from(a.nonce, 'base64')).toHaveLength(12);
     expect(JSON.stringify(a)).not.toContain('visible?');
   });
 
-  it('refuses an altered header (AAD) or an unknown key', () => {
+  it('refuses an altered header (AAD) or an unknown key', async () => {
     const keys = parseKeyring(k1);
-    const b = JSON.parse(chain(1, keys)[0]!);
+    const b = JSON.parse((await chain(1, keys))[0]!);
     expect(() => openBatch({ ...b, count: 2 }, keys)).toThrow();
     expect(() => openBatch({ ...b, chain: 'another-pod' }, keys)).toThrow();
     expect(() => openBatch(b, parseKeyring(k2))).toThrow(/unknown key id/);
@@ -50,11 +51,11 @@ describe('audit batches', () => {
     const keys = parseKeyring(k1);
     const bytes = Buffer.from('{ "amount": 5,\n  "note": "caf\u00e9 \\u00e9",\t"n": 1.50 }');
     const sealer = new BatchSealer(keys.current, 16); // a tiny start: the buffer must grow
-    sealer.add({ timestamp: 1, id: 'a', args: new RawJson(JSON.parse(bytes.toString()), bytes), status: 200 });
-    sealer.add({ timestamp: 2, id: 'b', args: { copied: true } });
-    sealer.add({ timestamp: 3, args: new RawJson([], Buffer.from('[]')) });
+    addEntry(sealer, { timestamp: 1, id: 'a', args: new RawJson(JSON.parse(bytes.toString()), bytes), status: 200 });
+    addEntry(sealer, { timestamp: 2, id: 'b', args: { copied: true } });
+    addEntry(sealer, { timestamp: 3, args: new RawJson([], Buffer.from('[]')) });
     const long = JSON.stringify({ text: 'é€'.repeat(3000) });
-    sealer.add({ timestamp: 4, note: '€'.repeat(500), args: new RawJson(JSON.parse(long), Buffer.from(long)) });
+    addEntry(sealer, { timestamp: 4, note: '€'.repeat(500), args: new RawJson(JSON.parse(long), Buffer.from(long)) });
     const entries = openBatch<Record<string, unknown>>(await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS }), keys);
     expect(entries).toEqual([
       { timestamp: 1, id: 'a', status: 200, args: { amount: 5, note: 'café é', n: 1.5 } },
@@ -65,8 +66,8 @@ describe('audit batches', () => {
     expect(Object.keys(entries[0]!).at(-1)).toBe('args');
   });
 
-  it('writes a batch line as exactly the bytes of its JSON, and hashes bytes and text alike', () => {
-    const b = sealBatch([{ timestamp: 1, note: 'caf\u00e9' }], { chain: 'pod-\u00e9', seq: 7, prev: GENESIS }, parseKeyring(k1).current);
+  it('writes a batch line as exactly the bytes of its JSON, and hashes bytes and text alike', async () => {
+    const b = await sealBatch([{ timestamp: 1, note: 'caf\u00e9' }], { chain: 'pod-\u00e9', seq: 7, prev: GENESIS }, parseKeyring(k1).current);
     const line = batchLine(b);
     expect(line.equals(Buffer.from(JSON.stringify(b)))).toBe(true);
     expect(batchHash(line)).toBe(batchHash(JSON.stringify(b)));
@@ -76,7 +77,7 @@ describe('audit batches', () => {
     const keys = parseKeyring(k1);
     for (const n of [0, 1, 2, 3, 50, 700]) {
       const sealer = new BatchSealer(keys.current);
-      for (let i = 0; i < n; i++) sealer.add({ timestamp: i, id: `e${i}`, note: randomBytes(i % 7).toString('hex') });
+      for (let i = 0; i < n; i++) addEntry(sealer, { timestamp: i, id: `e${i}`, note: randomBytes(i % 7).toString('hex') });
       const sealed = await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS });
       const asText = { ...sealed, data: sealed.data.toString('base64') };
       expect(batchLine(sealed).equals(Buffer.from(JSON.stringify(asText)))).toBe(true);
@@ -101,16 +102,16 @@ describe('audit batches', () => {
 
   it('wipes the part of an entry it had written before the entry failed', () => {
     const sealer = new BatchSealer(parseKeyring(k1).current);
-    expect(() => sealer.add({ timestamp: 1, id: 'SECRET-HEAD-XYZ', args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
+    expect(() => addEntry(sealer, { timestamp: 1, id: 'SECRET-HEAD-XYZ', args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
     expect((sealer as unknown as { arena: Buffer }).arena.includes('SECRET-HEAD-XYZ')).toBe(false);
   });
 
   it('adds an entry all or nothing', async () => {
     const keys = parseKeyring(k1);
     const sealer = new BatchSealer(keys.current);
-    sealer.add({ timestamp: 1, id: 'a' });
-    expect(() => sealer.add({ timestamp: 2, args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
-    sealer.add({ timestamp: 3, id: 'c' });
+    addEntry(sealer, { timestamp: 1, id: 'a' });
+    expect(() => addEntry(sealer, { timestamp: 2, args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
+    addEntry(sealer, { timestamp: 3, id: 'c' });
     expect(sealer.size).toBe(2);
     expect(openBatch(await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS }), keys)).toEqual([{ timestamp: 1, id: 'a' }, { timestamp: 3, id: 'c' }]);
   });
@@ -123,13 +124,13 @@ describe('audit batches', () => {
 describe('audit verify', () => {
   const keys = parseKeyring(k1);
 
-  it('accepts an intact chain', () => {
-    expect(verifyChain(chain(5), keys)).toEqual({ batches: 5, entries: 5, chains: ['chain-a'], problems: [] });
+  it('accepts an intact chain', async () => {
+    expect(verifyChain(await chain(5), keys)).toEqual({ batches: 5, entries: 5, chains: ['chain-a'], problems: [] });
   });
 
-  it('tells chains apart: two pods merged in one file verify, a gap is named by its chain', () => {
-    const a = chain(3, keys, 'pod-a');
-    const b = chain(3, keys, 'pod-b');
+  it('tells chains apart: two pods merged in one file verify, a gap is named by its chain', async () => {
+    const a = await chain(3, keys, 'pod-a');
+    const b = await chain(3, keys, 'pod-b');
     const merged = [a[0]!, b[0]!, b[1]!, a[1]!, a[2]!, b[2]!];
     expect(verifyChain(merged, keys)).toMatchObject({ batches: 6, chains: ['pod-a', 'pod-b'], problems: [] });
     merged.splice(2, 1);
@@ -139,8 +140,8 @@ describe('audit verify', () => {
     ]);
   });
 
-  it('reports a flipped byte', () => {
-    const lines = chain(3);
+  it('reports a flipped byte', async () => {
+    const lines = await chain(3);
     const b = JSON.parse(lines[1]!);
     const data = Buffer.from(b.data, 'base64');
     data[0]! ^= 1;
@@ -152,21 +153,21 @@ describe('audit verify', () => {
     ]);
   });
 
-  it('takes a batch delivered twice in a row (at-least-once delivery) as one', () => {
-    const lines = chain(3);
+  it('takes a batch delivered twice in a row (at-least-once delivery) as one', async () => {
+    const lines = await chain(3);
     lines.splice(2, 0, lines[1]!);
     expect(verifyChain(lines, keys)).toMatchObject({ batches: 3, problems: [] });
-    expect(verifyChain(['null', ...chain(1)], keys).problems).toEqual([{ line: 1, problem: 'not a JSON batch' }]);
+    expect(verifyChain(['null', ...(await chain(1))], keys).problems).toEqual([{ line: 1, problem: 'not a JSON batch' }]);
   });
 
-  it('reports a dropped batch', () => {
-    const lines = chain(4);
+  it('reports a dropped batch', async () => {
+    const lines = await chain(4);
     lines.splice(1, 1);
     expect(verifyChain(lines, keys).problems.map((p) => p.problem)).toEqual([expect.stringMatching(/gap: batches 2..2 missing/), expect.stringMatching(/chain broken/)]);
   });
 
-  it('reports a swapped pair', () => {
-    const lines = chain(4);
+  it('reports a swapped pair', async () => {
+    const lines = await chain(4);
     [lines[1], lines[2]] = [lines[2]!, lines[1]!];
     const problems = verifyChain(lines, keys).problems.map((p) => p.problem);
     expect(problems.some((p) => /out of order/.test(p))).toBe(true);

@@ -4,11 +4,12 @@ import { openBatch, parseKeyring, type AuditBatch } from '../../../src/audit/cry
 import type { AuditEntry } from '../../../src/audit/entry.js';
 import { RawJson } from '../../../src/audit/raw-json.js';
 import {
-  isSecretKey, needsRedaction, redact, redactForReview, REDACTED, SECRET_KEY_PATTERN, SECRET_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
+  needsRedaction, redact, redactForReview, REDACTED, SECRET_KEY_PATTERN, SECRET_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
 } from '../../../src/audit/redact.js';
 import { AuditTrail } from '../../../src/audit/trail.js';
 import { createLogger } from '../../../src/log.js';
 import { parseStrictJsonBytes } from '../../../src/json/strict.js';
+import { isSecretKey } from '../../support/audit.js';
 import { expectLinear } from '../../support/linear.js';
 
 /** The documented rule, written out plainly: the regex must agree with it on every key. */

@@ -165,14 +165,15 @@ describe('RedisReplayStore', () => {
     await intact();
     const old = (await (await store()).client.get(MARKER))!;
     const a = await store();
-    const s = new RedisReplayStore(a.client, { log, windowMs: WINDOW, watchServer: false, onReset: (c) => a.resets.push(c) });
+    let later = 0; // moved by hand: the second reset is later than the first
+    const s = new RedisReplayStore(a.client, { log, windowMs: WINDOW, watchServer: false, onReset: (c) => a.resets.push(c), now: () => Date.now() + later });
     await s.claim('agent:T:back0', 5_000);
     expect(a.resets).toEqual([]); // the old marker, adopted on first contact
     await a.client.del(MARKER);
     await s.claim('agent:T:back1', 5_000); // rotated
     expect(a.resets).toEqual(['marker_missing']);
     const rotatedAt = s.lastReset()!;
-    await new Promise((r) => setTimeout(r, 5));
+    later += 5;
     await a.client.set(MARKER, old); // the failover brings back the marker from before the rotation
     await s.claim('agent:T:back2', 5_000);
     expect(s.lastReset()!).toBeGreaterThan(rotatedAt); // a reset again (counted once with the first: within a second of it)

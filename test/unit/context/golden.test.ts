@@ -1,10 +1,11 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
 import { constraintContext } from '../../../src/context/constraint-context.js';
 import { guidanceFor } from '../../../src/context/envelope.js';
 import { deny } from '../../../src/errors.js';
-import { loadPolicyFile } from '../../../src/policy/load.js';
+import { loadPolicyFile, loadPolicyText } from '../../../src/policy/load.js';
 
 const GOLDEN = fileURLToPath(new URL('../../golden/', import.meta.url));
 const EXAMPLES = fileURLToPath(new URL('../../../config/examples/', import.meta.url));
@@ -28,9 +29,17 @@ describe('golden texts for models', () => {
     golden('constraint-context.billing-bot.txt', constraintContext(policy, 'agent-billing-bot', NOW).text);
   });
 
-  it('is stable: the same policy gives the same bytes', async () => {
-    const policy = await loadPolicyFile(`${EXAMPLES}billing.yaml`);
-    expect(constraintContext(policy, 'agent-billing-bot', NOW)).toEqual(constraintContext(policy, 'agent-billing-bot', NOW));
+  it('is stable: the same policy written in another order gives the same bytes', async () => {
+    // billing.yaml with its capabilities, grants and each grant's constraint fields listed in reverse order.
+    const doc = parse(readFileSync(`${EXAMPLES}billing.yaml`, 'utf8')) as { capabilities: unknown[]; grants: { constraints?: Record<string, unknown> }[] };
+    doc.capabilities.reverse();
+    doc.grants.reverse();
+    for (const g of doc.grants) if (g.constraints) g.constraints = Object.fromEntries(Object.entries(g.constraints).reverse());
+    const reordered = await loadPolicyText(stringify(doc), 'billing-reordered.yaml');
+    const original = await loadPolicyFile(`${EXAMPLES}billing.yaml`);
+    expect([...reordered.grants.values()].map((g) => g.capability)).not.toEqual([...original.grants.values()].map((g) => g.capability));
+    golden('constraint-context.billing-bot.txt', constraintContext(reordered, 'agent-billing-bot', NOW).text);
+    expect(constraintContext(reordered, 'agent-billing-bot', NOW)).toEqual(constraintContext(original, 'agent-billing-bot', NOW));
   });
 
   const violation = deny('constraint_violated', "arguments violate the grant's constraints (to)", [

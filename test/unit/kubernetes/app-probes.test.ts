@@ -6,11 +6,11 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { parseAppProbes, PROBE_REUSE_MS, runAppProbe, type AppProbe } from '../../../src/kubernetes/app-probes.js';
-import { createLogger } from '../../../src/log.js';
-import { loadPolicyText } from '../../../src/policy/load.js';
-import { startSidecar, type Sidecar } from '../../../src/sidecar/start.js';
+import type { Sidecar } from '../../../src/sidecar/start.js';
+import { startTestSidecar } from '../../support/fixture.js';
+import { call } from '../../support/http.js';
+import { until } from '../../support/until.js';
 
 /** The app: answers each path with a status, remembers what the probes sent. */
 interface App { port: number; seen: { url: string; headers: IncomingHttpHeaders }[]; server: Server }
@@ -169,7 +169,11 @@ describe('runAppProbe against a real app on 127.0.0.1', () => {
   });
 });
 
-/** Waits until the last probe answer is no longer reused. */
+/**
+ * Waits out the reuse window of the last probe answer. A time-to-live is the subject here and the admin listener's
+ * probe cache reads the wall clock (no clock to move), so this one wait is timed; where a changed answer is
+ * expected, the tests poll for it instead.
+ */
 const reused = () => new Promise((r) => setTimeout(r, PROBE_REUSE_MS + 50));
 
 describe('the admin listener answers /app-health/<container>/<kind>', () => {
@@ -177,9 +181,9 @@ describe('the admin listener answers /app-health/<container>/<kind>', () => {
   let sidecar: Sidecar;
   beforeAll(async () => {
     app = await startApp();
-    const policy = await loadPolicyText('version: 1\nprovider: { name: probe-test, issuer: https://probe.example.com }\ncapabilities:\n  - { name: read, method: GET, path: /items }\n', 'probe.yaml');
-    sidecar = await startSidecar({
-      policy, upstream: `http://127.0.0.1:${app.port}`, listen: '127.0.0.1:0', admin: '127.0.0.1:0', log: createLogger('error', () => {}),
+    ({ sidecar } = await startTestSidecar({
+      policy: 'version: 1\nprovider: { name: probe-test, issuer: https://probe.example.com }\ncapabilities:\n  - { name: read, method: GET, path: /items }\n', policyName: 'probe.yaml',
+      app: { url: `http://127.0.0.1:${app.port}` }, logLevel: 'error',
       // An admin token is set: the probes must still be open, as /readyz is.
       adminToken: 'admin-secret',
       appProbes: parseAppProbes(JSON.stringify({
@@ -187,33 +191,29 @@ describe('the admin listener answers /app-health/<container>/<kind>', () => {
         'app/livez': { tcpSocket: { port: app.port } },
         'app/startupz': { tcpSocket: { port: await closedPort() } },
       })),
-    });
+    }));
   });
   afterAll(async () => {
     await sidecar.close();
     app.server.closeAllConnections();
     await new Promise((r) => app.server.close(r));
   });
-  const get = async (path: string, method: 'GET' | 'HEAD' = 'GET') => {
-    const r = await request(`${sidecar.adminUrl}${path}`, { method });
-    const text = await r.body.text();
-    return { status: r.statusCode, text, json: text ? JSON.parse(text) as Record<string, unknown> : undefined };
-  };
+  const get = (path: string, method: 'GET' | 'HEAD' = 'GET') => call(sidecar.adminUrl, { method, path });
 
   it('200 while the app\'s probe passes, 503 once it fails, without a token; the app\'s body is never passed on', async () => {
     const ok = await get('/app-health/app/readyz');
     expect(ok.status).toBe(200);
     expect(ok.json).toEqual({ probe: 'app/readyz', status: 'ok', appStatus: 200 });
     expect(app.seen.at(-1)).toMatchObject({ url: '/ready', headers: { 'x-probe': 'kubelet' } });
-    await request(`http://127.0.0.1:${app.port}/toggle`).then((r) => r.body.dump());
-    await reused();
+    await call(`http://127.0.0.1:${app.port}`, { path: '/toggle' });
+    await until(async () => (await get('/app-health/app/readyz')).status !== 200); // the reused 200 ends
     const failing = await get('/app-health/app/readyz');
     expect(failing.status).toBe(503);
     expect(failing.json).toEqual({ probe: 'app/readyz', status: 'failing', appStatus: 500 });
     expect(ok.text + failing.text).not.toContain('secret');
     expect((await get('/app-health/app/readyz', 'HEAD')).status).toBe(503);
-    await request(`http://127.0.0.1:${app.port}/toggle`).then((r) => r.body.dump());
-    await reused();
+    await call(`http://127.0.0.1:${app.port}`, { path: '/toggle' });
+    await until(async () => (await get('/app-health/app/readyz', 'HEAD')).status !== 503); // the reused 503 ends
     expect((await get('/app-health/app/readyz', 'HEAD')).status).toBe(200);
   });
 

@@ -8,10 +8,11 @@ export interface RawResponse {
 }
 
 /**
- * Sends bytes exactly as given (fetch and curl would normalise the target)
- * and reads the whole response. The request should ask for Connection: close.
+ * Sends bytes exactly as given over a plain TCP socket and reads the whole response. Only for requests a client
+ * library would refuse or normalise (a target as written, broken header lines, smuggling shapes, more headers
+ * than a parser keeps); everything else goes through `call` (http.ts). The request should ask for Connection: close.
  */
-export function rawRequest(baseUrl: string, request: string | Buffer): Promise<RawResponse> {
+export function rawSocketRequest(baseUrl: string, request: string | Buffer): Promise<RawResponse> {
   const u = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const sock = connect(Number(u.port), u.hostname);

@@ -1,7 +1,6 @@
-import type { Denial } from '../errors.js';
-import type { Decision } from '../metrics/metrics.js';
+import type { Decision } from '../../metrics/metrics.js';
+import type { Finished } from '../phases.js';
 import { capabilityName, resultOf } from './audit-entry.js';
-import type { Call } from './stages.js';
 
 const DECISION = { success: 'allowed', denied: 'denied', error: 'error' } as const satisfies Record<string, Decision>;
 
@@ -11,16 +10,16 @@ const DECISION = { success: 'allowed', denied: 'denied', error: 'error' } as con
  * public routes), the agent only a verified one. Sidecar endpoints that wait
  * for a human are counted but not timed (their wait is not overhead).
  */
-export function callMetrics(call: Call, outcome: { status?: number; upstreamStatus?: number; denial?: Denial }, nowHr: number) {
+export function callMetrics({ call, outcome, upstreamSeconds }: Finished, nowHr: number) {
   const kind = call.route?.kind;
-  const denial = outcome.denial;
+  const denial = outcome.kind === 'refused' ? outcome.denial : undefined;
   return {
     capability: kind === 'public' ? '(public)' : capabilityName(call) ?? '(none)',
     decision: DECISION[resultOf(outcome)],
     reason: denial?.code,
-    violatedFields: denial?.code === 'constraint_violated' ? call.violations?.map((v) => v.field) : undefined,
+    violatedFields: denial?.code === 'constraint_violated' ? denial.violations?.map((v) => v.field) : undefined,
     agentId: call.verified?.agent.id,
     totalSeconds: kind === 'endpoint' ? undefined : (nowHr - call.startedHr) / 1000,
-    upstreamSeconds: call.upstreamSeconds,
+    upstreamSeconds,
   };
 }

@@ -1,0 +1,50 @@
+import type { ApprovalService, ResolutionError } from '../approvals/service.js';
+import type { AccessRequest } from '../approvals/types.js';
+import { redactForReview } from '../audit/redact.js';
+import { deny, type Denial } from '../errors.js';
+import { jsonReply, type Reply } from '../http/respond.js';
+
+/** What operators see of a request: never the code hash; args with secrets redacted, and which ones (`redacted`). */
+export function requestView(r: AccessRequest): Record<string, unknown> {
+  const shown = redactForReview(r.args);
+  return {
+    id: r.id, state: r.state, agentId: r.agentId, agentName: r.agentName, capability: r.capability,
+    method: r.method, path: r.target, args: shown.value, redacted: shown.redacted, reason: r.reason, violations: r.violations,
+    createdAt: new Date(r.createdAt).toISOString(), expiresAt: new Date(r.expiresAt).toISOString(),
+    notified: r.notified, scope: r.scope, denyReason: r.denyReason,
+    resolvedAt: r.resolvedAt === undefined ? undefined : new Date(r.resolvedAt).toISOString(),
+    resultStatus: r.outcome?.status,
+  };
+}
+
+const RESOLUTION_MESSAGE: Record<ResolutionError, string> = {
+  not_found: 'no such access request',
+  already_resolved: 'this request was already approved, denied or expired',
+  invalid_code: 'wrong approval code; the request is still pending',
+  too_many_attempts: 'too many wrong codes for this request; wait a minute',
+  invalid_scope: 'scope must be "once" or "value"',
+};
+
+function resolution(e: ResolutionError): Denial {
+  return deny(e, RESOLUTION_MESSAGE[e]);
+}
+
+/** POST /approvals/{id}/approve|deny|code with {code, scope?, reason?}. */
+export async function resolveRequest(approvals: ApprovalService, id: string, action: string, body: Record<string, unknown>): Promise<Reply | Denial> {
+  switch (action) {
+    case 'approve': {
+      const r = await approvals.approve(id, body.code, body.scope ?? 'once');
+      return typeof r === 'string' ? resolution(r) : jsonReply(200, requestView(r));
+    }
+    case 'deny': {
+      const r = await approvals.deny(id, body.code, body.reason);
+      return typeof r === 'string' ? resolution(r) : jsonReply(200, requestView(r));
+    }
+    case 'code': {
+      const r = await approvals.reissueCode(id);
+      return typeof r === 'string' ? resolution(r) : jsonReply(200, { ...requestView(r.request), code: r.code });
+    }
+    default:
+      return deny('not_found', `no admin action "${action}"`);
+  }
+}

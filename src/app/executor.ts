@@ -1,0 +1,63 @@
+import type { Executor } from '../approvals/service.js';
+import type { AccessRequest } from '../approvals/types.js';
+import { denialBody, isDenial, statusOf, deny, type Denial } from '../errors.js';
+import type { Agent, Policy } from '../policy/types.js';
+import type { RegisteredAgents } from '../registration/directory.js';
+import { matchRoute } from '../routing/match.js';
+import { parseTarget } from '../routing/target.js';
+import { authorize } from '../pipeline/authorize.js';
+import { appRequestHeaders, type HeaderRules } from './request.js';
+import type { Upstream } from './upstream.js';
+
+export interface ExecutorDeps {
+  upstream: Upstream;
+  /** The policy active when the human answers (not when the agent asked). */
+  policy: () => Policy;
+  registered?: RegisteredAgents;
+  now: () => number;
+  rules: HeaderRules;
+  limits: { maxBodyBytes: number; approvedCallTimeoutMs: number };
+}
+
+/**
+ * Runs a call a human approved exactly as a normal one: the same route
+ * (matched again under the active policy), the same authorization (the grant
+ * may have been revoked, have expired or been reloaded away while the human
+ * thought; the violations are the ones approved), the same headers, the
+ * planned body.
+ */
+export function approvalExecutor(deps: ExecutorDeps): Executor {
+  return async (r) => {
+    const body = r.body === undefined ? undefined : Buffer.from(r.body, 'base64');
+    const refused = await stillAuthorized(r, body, deps);
+    if (refused) return { status: statusOf(refused.code), body: denialBody(refused) };
+    // Egress: the provider gets the sidecar's key and no identity headers, exactly as on a normal call.
+    const headers = appRequestHeaders([...r.headers, ...(body ? ['content-type', 'application/json'] : [])], {
+      requestId: r.id, bodyLength: body?.length, checked: { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
+    }, deps.rules);
+    headers.push('agent-permission', 'approved');
+    const answer = await deps.upstream.fetch(r.method, r.target, headers, body, { timeoutMs: deps.limits.approvedCallTimeoutMs, maxBytes: deps.limits.maxBodyBytes });
+    const type = String(answer.headers['content-type'] ?? '');
+    let parsed: unknown = answer.body.toString('utf8');
+    if (/json/i.test(type)) {
+      try { parsed = JSON.parse(parsed as string); } catch { /* keep the text */ }
+    }
+    return { status: answer.status, contentType: type || undefined, body: parsed };
+  };
+}
+
+async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps: ExecutorDeps): Promise<Denial | undefined> {
+  const policy = deps.policy();
+  const agent: Agent | undefined = policy.agents.get(r.agentId) ?? (await deps.registered?.get(r.agentId, policy));
+  if (!agent) return deny('capability_denied', `agent "${r.agentId}" is no longer known`);
+  const target = parseTarget(r.target);
+  if (isDenial(target)) return target;
+  const match = matchRoute(policy.routes, r.method, target.segments);
+  if (!match || match.route.kind !== 'capability' || match.route.capability.name !== r.capability) {
+    return deny('capability_denied', `${r.method} ${target.path} is no longer the capability "${r.capability}"`);
+  }
+  const authorization = await authorize(agent, [r.capability], {
+    method: r.method, params: match.params, query: target.query, body, headers: { 'content-type': 'application/json' },
+  }, { policy, now: deps.now });
+  return isDenial(authorization) ? authorization : undefined;
+}

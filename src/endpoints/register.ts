@@ -1,0 +1,64 @@
+import { deny, isDenial, type Denial } from '../errors.js';
+import { readJsonObject } from '../http/json-body.js';
+import { jsonReply, type Reply } from '../http/respond.js';
+import { importAgentKey, thumbprintOf } from '../identity/keys.js';
+import type { VerificationKey } from '../policy/types.js';
+import type { Deps } from '../pipeline/deps.js';
+import { verifyAgentProof } from '../registration/agent-proof.js';
+import { deriveGrants } from '../registration/grants.js';
+import type { RegisteredAgent } from '../registration/registry.js';
+import { agentView } from './agent-view.js';
+import { defineEndpoint, type EndpointPhases } from './endpoint.js';
+
+const NAME = /^[\x20-\x7e]{1,128}$/;
+
+/**
+ * POST /agent/register (host token carrying agent_public_key, body with the
+ * agent's proof of possession): the key must be a safe Ed25519 key, the proof
+ * signed by it and bound to this host token; the agent id is derived from the
+ * key, so registering one key twice is idempotent; grants are the host's
+ * defaults narrowed by the request.
+ */
+export const register = defineEndpoint({
+  name: 'register', method: 'POST', path: '/agent/register', audience: '', auth: 'host', needs: 'hosts', discoveryName: 'register',
+  handle: registerAgent,
+});
+
+async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<Reply | Denial> {
+  const { host, claims } = call.host;
+  const body = await readJsonObject(call.req, 'registration needs a JSON object {name, agent_proof, capabilities?, mode?, reason?}', deps.limits.maxControlBodyBytes);
+  if (isDenial(body)) return body;
+  if (!claims.agent_public_key) return deny('token_invalid', 'a registration token carries the new agent\'s key as agent_public_key');
+  let thumbprint: string;
+  let key: VerificationKey;
+  try {
+    key = await importAgentKey(claims.agent_public_key);
+    thumbprint = await thumbprintOf(claims.agent_public_key);
+  } catch (err) {
+    return deny('invalid_agent_key', `agent_public_key is refused: ${(err as Error).message}`);
+  }
+  const unproven = verifyAgentProof(body.agent_proof, { key, thumbprint }, call.token, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
+  if (unproven) return unproven;
+  if (typeof body.name !== 'string' || !NAME.test(body.name)) return deny('invalid_body', 'name must be 1 to 128 printable ASCII characters');
+  const mode = body.mode ?? 'autonomous';
+  if (mode !== 'delegated' && mode !== 'autonomous') return deny('invalid_body', 'mode must be delegated or autonomous');
+  if (body.reason !== undefined && typeof body.reason !== 'string') return deny('invalid_body', 'reason must be a string');
+  const grants = deriveGrants(host, body.capabilities);
+  if (typeof grants === 'string') return deny('capability_denied', grants);
+  const id = `agt_${thumbprint}`;
+  if ([...deps.policy.agents.values()].some((a) => a.thumbprint === thumbprint || a.id === id)) return deny('invalid_body', 'this key belongs to an agent listed in the policy');
+  const registry = deps.registered?.registry;
+  if (!registry) return deny('not_found', 'agent registration is not served here');
+  const agent: RegisteredAgent = {
+    id, name: body.name, hostId: host.id, publicKey: { kty: 'OKP', crv: 'Ed25519', x: String(claims.agent_public_key.x) }, thumbprint,
+    mode, ...(typeof body.reason === 'string' ? { reason: body.reason.slice(0, 1000) } : {}), status: 'active', grants, registeredAt: deps.now(),
+  };
+  const result = await registry.register(agent, host.maxAgents);
+  if (!('agent' in result)) {
+    return result.outcome === 'limit'
+      ? deny('agent_limit_reached', `host "${host.id}" already has its maximum of ${host.maxAgents} agents`)
+      : deny('capability_denied', 'this agent key was revoked; a revoked key stays revoked: register a new key');
+  }
+  if (result.agent.hostId !== host.id) return deny('capability_denied', 'this agent was registered by another host');
+  return jsonReply(result.outcome === 'created' ? 201 : 200, agentView(result.agent));
+}

@@ -1,0 +1,96 @@
+import { extractToken, tokenSent } from '../../auth/extract.js';
+import { refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../auth/replay.js';
+import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory } from '../../auth/verify.js';
+import { deny, isDenial, type Denial } from '../../errors.js';
+import { verifyHostToken } from '../../registration/host-token.js';
+import type { Chain, Progress } from '../chain.js';
+import type { Deps } from '../deps.js';
+import type { Authenticated, HostAuthenticated, Routed, WithToken } from '../phases.js';
+import { activeGrants } from '../authorize.js';
+
+/** Authorization: Bearer <agent+jwt> (or the configured header). */
+export function readToken<P extends Routed>(call: P, deps: Deps): (P & WithToken) | Denial {
+  const token = extractToken(call.req.rawHeaders, deps.tokenHeader);
+  return isDenial(token) ? token : { ...call, token };
+}
+
+/** Steps 1–7 of the verification table; `aud` is the capability (or the sidecar endpoint's audience). */
+export async function verifyToken<P extends Routed & WithToken>(call: P, deps: Deps): Promise<(P & Authenticated) | Denial> {
+  const { route } = call;
+  const audience = route.kind === 'endpoint' ? route.audience : route.kind === 'capability' ? route.capability.name : '';
+  const t0 = performance.now();
+  const verified = await verifyAgentToken(call.token, audience, agentDirectory(deps), Math.floor(deps.now() / 1000));
+  deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
+  return isDenial(verified) ? verified : { ...call, verified };
+}
+
+/** Policy agents first; then agents hosts registered, read from the registry on every call. */
+function agentDirectory(deps: Deps): AgentDirectory {
+  return { get: (id) => deps.policy.agents.get(id) ?? deps.registered?.get(id, deps.policy) };
+}
+
+/**
+ * Step 8: the token id is unseen in the replay window (and is now spent).
+ * Keyed by the agent key's thumbprint (iss), not the policy-local agent id:
+ * one id is spent once for every sidecar sharing the store. Runs after
+ * step 9, so an agent without a grant never takes room in the window.
+ */
+export async function checkReplay<P extends Authenticated>(call: P, deps: Deps): Promise<P | Denial> {
+  const { claims } = call.verified;
+  return (await spend(deps, replayKey('agent', claims.iss, claims.jti), claims.jti, claims.iat)) ?? call;
+}
+
+/** A host's token (registration, status, revoke): a trusted host, this service's issuer, a live signature. */
+export function verifyHost<P extends Routed & WithToken>(call: P, deps: Deps): (P & HostAuthenticated) | Denial {
+  const host = verifyHostToken(call.token, deps.policy.hosts, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
+  return isDenial(host) ? host : { ...call, host };
+}
+
+/** A host token is single-use too: its jti is spent in the same replay window. */
+export async function checkHostReplay<P extends HostAuthenticated>(call: P, deps: Deps): Promise<P | Denial> {
+  const { claims } = call.host;
+  return (await spend(deps, replayKey('host', claims.iss, claims.jti), claims.jti, claims.iat)) ?? call;
+}
+
+/**
+ * The sidecar's own agent endpoints (capability list with a token, constraint
+ * context, request_permission) need no grant for a capability, yet spend a
+ * jti: only an agent holding at least one active grant may spend one there,
+ * so an agent without grants cannot fill the replay window (step 9's rule,
+ * widened to "any capability"). It can still list capabilities without a token.
+ */
+export function checkAnyGrant<P extends Authenticated>(call: P, deps: Deps): P | Denial {
+  const { agent } = call.verified;
+  const now = deps.now();
+  for (const name of deps.policy.capabilities.keys()) {
+    if (!isDenial(activeGrants(agent, [name], deps.policy, now))) return call;
+  }
+  return deny('capability_denied', `agent "${agent.id}" holds no active grant; the sidecar's agent endpoints answer only agents with one (GET /capability/list answers without a token)`);
+}
+
+/**
+ * Runs `chain` only when the caller sent a token (endpoints that answer
+ * anyone, and say more to a known agent). Like Envoy's allow_missing: no
+ * token is an anonymous caller; a bad one is refused, never read as anonymous.
+ */
+export function ifTokenSent<P extends Routed, Q extends P>(chain: Chain<P, Q, Deps>): (call: P, deps: Deps, progress: Progress) => P | Promise<Q | Denial> {
+  return (call, deps, progress) => (tokenSent(call.req.rawHeaders, deps.tokenHeader) ? chain.run(call, deps, progress) : call);
+}
+
+async function spend(deps: Deps, key: string, jti: string, iat: number): Promise<Denial | undefined> {
+  try {
+    // A store that lost its ids: a token from before the loss may have been used already (asked again after the claim, which may find the loss).
+    const before = resetDenial(deps, jti, iat);
+    if (before) return before;
+    const fresh = await deps.replay.claim(key, REPLAY_TTL_MS);
+    return fresh ? resetDenial(deps, jti, iat) : deny('token_replayed', `token ${jti} was already used`);
+  } catch (err) {
+    if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);
+    return deny('replay_store_unavailable', `replay store failed: ${(err as Error).message}`);
+  }
+}
+
+function resetDenial(deps: Deps, jti: string, iat: number): Denial | undefined {
+  if (!refusedByReset(deps.replay.lastReset?.(), iat, deps.now(), REPLAY_WINDOW_SECONDS * 1000)) return undefined;
+  return deny('replay_window_reset', `token ${jti} was issued before (or within the clock skew after) the moment the replay store was found to have lost its data; retry with a fresh token in a few seconds`);
+}

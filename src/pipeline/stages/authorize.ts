@@ -1,0 +1,30 @@
+import { violationDenial, isDenial, type Denial } from '../../errors.js';
+import { activeGrants, authorize } from '../authorize.js';
+import type { Deps } from '../deps.js';
+import type { Authenticated, Buffered, CapabilityCall, Checked, Granted, Variants } from '../phases.js';
+
+/** The capabilities a call is: its route's, then (egress) each variant it also is. */
+function capabilitiesOf(call: CapabilityCall & Partial<Variants>): [string, ...string[]] {
+  return [call.route.capability.name, ...(call.alsoRequires ?? [])];
+}
+
+/** Step 9: an active, unexpired grant (before step 8: an agent without one never fills the replay window). */
+export function checkGrant<P extends CapabilityCall & Authenticated & Partial<Variants>>(call: P, deps: Deps): (P & Granted) | Denial {
+  const grants = activeGrants(call.verified.agent, capabilitiesOf(call), deps.policy, deps.now());
+  return isDenial(grants) ? grants : { ...call, grants };
+}
+
+/** Step 9b: every constrained argument read from the call as the app will read it, every constraint evaluated, value approvals applied. */
+export async function checkArguments<P extends CapabilityCall & Authenticated & Buffered & Partial<Variants>>(call: P, deps: Deps): Promise<(P & Granted & Checked) | Denial> {
+  const { req } = call;
+  const authorization = await authorize(call.verified.agent, capabilitiesOf(call), {
+    method: call.route.method, params: call.params, query: call.target.query, body: call.body, headers: req.headers,
+  }, { policy: deps.policy, now: deps.now, approvals: deps.approvals, collectKeys: deps.audit !== undefined });
+  return isDenial(authorization) ? authorization : { ...call, grants: authorization.grants, authorization };
+}
+
+/** Step 9b verdict: any violation left refuses the call. */
+export function enforceConstraints<P extends Checked>(call: P): P | Denial {
+  const { violations } = call.authorization;
+  return violations.length === 0 ? call : violationDenial(violations);
+}

@@ -1,0 +1,55 @@
+import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
+import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
+
+/**
+ * Every bound the sidecar applies, in one place, with its reason. Flags and
+ * environment set the first three (`serve --max-body-bytes`, `--max-headers`,
+ * `--max-query-params`); the others are fixed here.
+ */
+export interface Limits {
+  /** Request body bytes buffered and checked (a capability's `maxBodyBytes` overrides it). */
+  maxBodyBytes: number;
+  /** Caller headers accepted; more are refused with 431 (an app reading only its first N would miss what was checked). */
+  maxHeaders: number;
+  /** Query pairs accepted; more are refused (Node's querystring and qs stop reading at 1000). */
+  maxQueryParams: number;
+  /** Small JSON bodies of the sidecar's own endpoints (registration, revoke, admin API). */
+  maxControlBodyBytes: number;
+  /** Keep-alive connections to the app. */
+  upstreamConnections: number;
+  /** How long the app may take to send its response headers; a model provider answers long completions late. */
+  upstreamHeadersTimeoutMs: number;
+  egressUpstreamHeadersTimeoutMs: number;
+  /** An approved call, run by the sidecar: its answer is buffered, so it is bounded in time (and by maxBodyBytes in size). */
+  approvedCallTimeoutMs: number;
+  /** Agents' idle keep-alive: longer than common load balancers' (60 s), so they close first. */
+  keepAliveTimeoutMs: number;
+  /** A caller gets this long to send its headers ... */
+  headersTimeoutMs: number;
+  /** ... and this long for the whole request (slow-body callers are cut off). */
+  requestTimeoutMs: number;
+  /** On close: how long calls in flight (and callers waiting for a human) get before they are cut. */
+  shutdownGraceMs: number;
+  /** On close: how long the audit trail gets to deliver what is spooled. */
+  auditDrainMs: number;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+/** `serve`'s drain delay: longer than endpoint removal usually takes to reach kube-proxy and ingress controllers. */
+export const DEFAULT_DRAIN_DELAY_MS = 5_000;
+
+export const DEFAULT_LIMITS: Readonly<Limits> = {
+  maxBodyBytes: DEFAULT_MAX_BODY_BYTES,
+  maxHeaders: DEFAULT_MAX_HEADERS,
+  maxQueryParams: DEFAULT_MAX_QUERY_PARAMS,
+  maxControlBodyBytes: 64 * 1024,
+  upstreamConnections: 128,
+  upstreamHeadersTimeoutMs: 60_000,
+  egressUpstreamHeadersTimeoutMs: 600_000,
+  approvedCallTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 65_000,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  shutdownGraceMs: 15_000,
+  auditDrainMs: 10_000,
+};
