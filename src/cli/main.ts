@@ -1,18 +1,6 @@
 #!/usr/bin/env node
-import { approvalsCommand } from './approvals.js';
-import { auditCommand } from './audit.js';
-import { captureCommand } from './capture.js';
-import { contextCommand } from './context.js';
-import { injectCommand } from './inject.js';
-import { keygenCommand } from './keygen.js';
-import { policyCommand } from './policy.js';
-import { registerCommand } from './register.js';
-import { serveCommand } from './serve.js';
-import { tokenCommand } from './token.js';
-import { webhookCommand } from './webhook.js';
-import { UsageError } from './args.js';
-import { failStartup } from './startup.js';
 import { readFileSync } from 'node:fs';
+import { UsageError } from './args.js';
 
 const USAGE = `agents-chain — capability-checking sidecar for HTTP services
 
@@ -45,18 +33,21 @@ function version(): string {
   return pkg.version;
 }
 
-const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
-  serve: serveCommand,
-  keygen: keygenCommand,
-  register: registerCommand,
-  inject: injectCommand,
-  webhook: webhookCommand,
-  capture: captureCommand,
-  token: tokenCommand,
-  policy: policyCommand,
-  context: contextCommand,
-  approvals: approvalsCommand,
-  audit: auditCommand,
+type Command = (argv: string[]) => Promise<number>;
+// Each command's module is loaded when it runs: --version, --help and the small commands do not load
+// the whole sidecar (policy compiler, HTTP client, Redis client) first.
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import('./serve.js')).serveCommand,
+  keygen: async () => (await import('./keygen.js')).keygenCommand,
+  register: async () => (await import('./register.js')).registerCommand,
+  inject: async () => (await import('./inject.js')).injectCommand,
+  webhook: async () => (await import('./webhook.js')).webhookCommand,
+  capture: async () => (await import('./capture.js')).captureCommand,
+  token: async () => (await import('./token.js')).tokenCommand,
+  policy: async () => (await import('./policy.js')).policyCommand,
+  context: async () => (await import('./context.js')).contextCommand,
+  approvals: async () => (await import('./approvals.js')).approvalsCommand,
+  audit: async () => (await import('./audit.js')).auditCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -66,20 +57,20 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   // "help serve" is "serve --help"; "help" alone, like --help, prints the commands.
-  const [name, ...rest] = first === 'help' && more[0] && Object.hasOwn(COMMANDS, more[0]) ? [more[0], '--help'] : [first, ...more];
+  const [name, ...rest] = first === 'help' && more[0] ? [more[0], '--help'] : [first, ...more];
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     (name ? process.stdout : process.stderr).write(USAGE);
     return name ? 0 : 2;
   }
-  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
-  if (!command) {
+  const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!load) {
     process.stderr.write(`agents-chain: unknown command "${name}"\n\n${USAGE}`);
     return 2;
   }
   try {
-    return await command(rest);
+    return await (await load())(rest);
   } catch (err) {
-    if (SERVERS.has(name)) return failStartup(name, err);
+    if (SERVERS.has(name)) return (await import('./startup.js')).failStartup(name, err);
     if (err instanceof UsageError) {
       process.stderr.write(`agents-chain ${name}: ${err.message}\n`);
       return 2;

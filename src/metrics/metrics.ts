@@ -64,6 +64,41 @@ export interface MetricsOptions {
   processMetrics?: boolean;
 }
 
+function counter<L extends string = string>(r: Registry, name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+  return new Counter<L>({ name, help, labelNames, registers: [r] });
+}
+
+function histogram<L extends string = string>(r: Registry, name: string, help: string, buckets: number[], labelNames: readonly L[] = []): Histogram<L> {
+  return new Histogram<L>({ name, help, labelNames, buckets, registers: [r] });
+}
+
+function gauge<L extends string = string>(r: Registry, name: string, help: string, labelNames: readonly L[] = []): Gauge<L> {
+  return new Gauge<L>({ name, help, labelNames, registers: [r] });
+}
+
+/** A counter set from its source's own total when scraped. */
+function scrapedCounter(r: Registry, name: string, help: string, read: () => number): Counter {
+  return new Counter({ name, help, registers: [r], collect() { this.reset(); this.inc(read()); } });
+}
+
+/** A gauge of current state, read from its source when scraped. */
+function scrapedGauge(r: Registry, name: string, help: string, read: () => number): Gauge {
+  return new Gauge({ name, help, registers: [r], collect() { this.set(read()); } });
+}
+
+/** agents_chain_access_requests_pending: the store is asked when scraped; a store that fails keeps the last value. */
+function pendingGauge(r: Registry, source: () => MetricsSources['pendingAccessRequests']): Gauge {
+  return new Gauge({
+    name: 'agents_chain_access_requests_pending', help: 'Access requests waiting for a human.', registers: [r],
+    async collect() {
+      try {
+        const pending = source();
+        this.set(pending ? await pending() : 0);
+      } catch { /* last value stays */ }
+    },
+  });
+}
+
 /**
  * The sidecar's Prometheus metrics, on a registry of its own. Every label
  * value comes from a bounded set: capability names from the policy, the
@@ -74,71 +109,42 @@ export class SidecarMetrics {
   private readonly agents = new Set<string>();
   private sources: MetricsSources = {};
 
-  readonly requests: Counter<'capability' | 'decision'>;
-  readonly denials: Counter<'capability' | 'reason'>;
-  readonly violations: Counter<'capability' | 'field'>;
-  readonly overhead: Histogram<'capability'>;
-  readonly upstream: Histogram<'capability'>;
-  readonly tokenVerification: Histogram;
-  readonly replayStoreErrors: Counter;
-  readonly replayStoreResets: Counter<'cause'>;
+  // Registered in this order (the order of /metrics); the scrape-time gauges read their sources when scraped.
+  readonly requests: Counter<'capability' | 'decision'> = counter(this.registry, 'agents_chain_requests_total', 'Calls by capability and decision (allowed, denied, error).', ['capability', 'decision']);
+  readonly denials: Counter<'capability' | 'reason'> = counter(this.registry, 'agents_chain_denials_total', 'Refused calls by capability and reason (the stable error code).', ['capability', 'reason']);
+  readonly violations: Counter<'capability' | 'field'> = counter(this.registry, 'agents_chain_constraint_violations_total', 'Constraint violations that refused a call, by capability and constrained field.', ['capability', 'field']);
+  readonly overhead: Histogram<'capability'> = histogram(this.registry, 'agents_chain_overhead_seconds', 'Time the sidecar adds to a call: total time minus the upstream exchange.', LATENCY_BUCKETS, ['capability']);
+  readonly upstream: Histogram<'capability'> = histogram(this.registry, 'agents_chain_upstream_duration_seconds', 'Time from forwarding a call to the app until its response was relayed.', LATENCY_BUCKETS, ['capability']);
+  readonly tokenVerification: Histogram = histogram(this.registry, 'agents_chain_token_verification_seconds', 'Time to verify one agent token (steps 1-7: header, claims, Ed25519 signature, lifetime).', LATENCY_BUCKETS);
+  readonly replayStoreErrors: Counter = counter(this.registry, 'agents_chain_replay_store_errors_total', 'Calls refused because the replay store could not be asked.');
+  // Tokens refused for a reset are counted by agents_chain_denials_total{reason="replay_window_reset"}.
+  readonly replayStoreResets: Counter<'cause'> = counter(this.registry, 'agents_chain_replay_store_resets_total', 'Times this sidecar found the shared replay store had lost token ids (marker_missing, epoch_changed, server_changed); older tokens are then refused for one window.', ['cause']);
+  readonly accessRequestsCreated: Counter<'capability'> = counter(this.registry, 'agents_chain_access_requests_created_total', 'Access requests (request_permission) created, by capability.', ['capability']);
+  readonly accessRequestsResolved: Counter<'capability' | 'outcome'> = counter(this.registry, 'agents_chain_access_requests_resolved_total', 'Access requests resolved, by capability and outcome (approved, denied, expired).', ['capability', 'outcome']);
+  readonly accessRequestDecision: Histogram<'outcome'> = histogram(this.registry, 'agents_chain_access_request_decision_seconds', 'Time from an access request to its resolution, by outcome.', DECISION_BUCKETS, ['outcome']);
+  // A store that does not answer (Redis down) must not fail the whole scrape: the gauge keeps its last value.
+  private readonly accessRequestsPending = pendingGauge(this.registry, () => this.sources.pendingAccessRequests);
+  readonly auditBatchesExported: Counter<'exporter'> = counter(this.registry, 'agents_chain_audit_batches_exported_total', 'Audit batches acknowledged, by exporter.', ['exporter']);
+  readonly auditExportFailures: Counter<'exporter'> = counter(this.registry, 'agents_chain_audit_export_failures_total', 'Failed audit export attempts (each is retried), by exporter.', ['exporter']);
+  readonly auditDropped: Counter = counter(this.registry, 'agents_chain_audit_entries_dropped_total', 'Audit records not kept: the spool was down and the in-memory backlog full (those calls were refused), or a batch could not be sealed (logged).');
+  readonly auditUnaudited: Counter = counter(this.registry, 'agents_chain_audit_unaudited_calls_total', 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).');
+  // Read from the trail's own count when scraped: nothing to do per call on the request path.
+  readonly auditEntries: Counter = scrapedCounter(this.registry, 'agents_chain_audit_entries_total', 'Audit entries recorded.', () => this.audit()?.recorded ?? 0);
+  private readonly auditEntriesBuffered = scrapedGauge(this.registry, 'agents_chain_audit_entries_buffered', 'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).', () => this.audit()?.buffered ?? 0);
+  private readonly auditSpoolBytes = scrapedGauge(this.registry, 'agents_chain_audit_spool_bytes', 'Bytes of sealed batches not yet acknowledged by every exporter.', () => this.audit()?.spoolBytes ?? 0);
+  private readonly auditOldestUnexportedAgeSeconds = scrapedGauge(this.registry, 'agents_chain_audit_oldest_unexported_age_seconds', 'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).', () => this.audit()?.oldestUnexportedAgeSeconds ?? 0);
+  private readonly auditAvailable = scrapedGauge(this.registry, 'agents_chain_audit_available', '1 when the audit trail can take entries, 0 when the spool is full or failing (calls are then refused).', () => Number(this.audit()?.available ?? true));
+  readonly policyReloads: Counter<'result'> = counter(this.registry, 'agents_chain_policy_reloads_total', 'Policy reloads by result (success, failure).', ['result']);
+  readonly policyInfo: Gauge<'hash'> = gauge(this.registry, 'agents_chain_policy_info', 'The active policy: 1, labelled with its SHA-256.', ['hash']);
+  readonly policyLoadedAt: Gauge = gauge(this.registry, 'agents_chain_policy_loaded_timestamp_seconds', 'When the active policy was loaded (Unix seconds).');
+  readonly policyReloadOk: Gauge = gauge(this.registry, 'agents_chain_policy_last_reload_successful', '1 when the last policy (re)load succeeded, 0 when it failed and the previous policy is still active.');
   readonly agentRequests?: Counter<'agent' | 'capability' | 'decision'>;
-  readonly accessRequestsCreated: Counter<'capability'>;
-  readonly accessRequestsResolved: Counter<'capability' | 'outcome'>;
-  readonly accessRequestDecision: Histogram<'outcome'>;
-  readonly auditEntries: Counter;
-  readonly auditBatchesExported: Counter<'exporter'>;
-  readonly auditExportFailures: Counter<'exporter'>;
-  readonly auditUnaudited: Counter;
-  readonly auditDropped: Counter;
-  readonly policyReloads: Counter<'result'>;
-  readonly policyInfo: Gauge<'hash'>;
-  readonly policyLoadedAt: Gauge;
-  readonly policyReloadOk: Gauge;
 
   constructor(private readonly opts: MetricsOptions = {}) {
     const r = this.registry;
-    const sources = (): MetricsSources => this.sources;
-    this.requests = new Counter({ name: 'agents_chain_requests_total', help: 'Calls by capability and decision (allowed, denied, error).', labelNames: ['capability', 'decision'], registers: [r] });
-    this.denials = new Counter({ name: 'agents_chain_denials_total', help: 'Refused calls by capability and reason (the stable error code).', labelNames: ['capability', 'reason'], registers: [r] });
-    this.violations = new Counter({ name: 'agents_chain_constraint_violations_total', help: 'Constraint violations that refused a call, by capability and constrained field.', labelNames: ['capability', 'field'], registers: [r] });
-    this.overhead = new Histogram({ name: 'agents_chain_overhead_seconds', help: 'Time the sidecar adds to a call: total time minus the upstream exchange.', labelNames: ['capability'], buckets: LATENCY_BUCKETS, registers: [r] });
-    this.upstream = new Histogram({ name: 'agents_chain_upstream_duration_seconds', help: 'Time from forwarding a call to the app until its response was relayed.', labelNames: ['capability'], buckets: LATENCY_BUCKETS, registers: [r] });
-    this.tokenVerification = new Histogram({ name: 'agents_chain_token_verification_seconds', help: 'Time to verify one agent token (steps 1-7: header, claims, Ed25519 signature, lifetime).', buckets: LATENCY_BUCKETS, registers: [r] });
-    this.replayStoreErrors = new Counter({ name: 'agents_chain_replay_store_errors_total', help: 'Calls refused because the replay store could not be asked.', registers: [r] });
-    // Tokens refused for a reset are counted by agents_chain_denials_total{reason="replay_window_reset"}.
-    this.replayStoreResets = new Counter({ name: 'agents_chain_replay_store_resets_total', help: 'Times this sidecar found the shared replay store had lost token ids (marker_missing, epoch_changed, server_changed); older tokens are then refused for one window.', labelNames: ['cause'], registers: [r] });
     if (opts.perAgent) {
       this.agentRequests = new Counter({ name: 'agents_chain_agent_requests_total', help: `Calls by agent (opt-in; agents past the first ${opts.perAgent.maxAgents} are counted as "_other").`, labelNames: ['agent', 'capability', 'decision'], registers: [r] });
     }
-    this.accessRequestsCreated = new Counter({ name: 'agents_chain_access_requests_created_total', help: 'Access requests (request_permission) created, by capability.', labelNames: ['capability'], registers: [r] });
-    this.accessRequestsResolved = new Counter({ name: 'agents_chain_access_requests_resolved_total', help: 'Access requests resolved, by capability and outcome (approved, denied, expired).', labelNames: ['capability', 'outcome'], registers: [r] });
-    this.accessRequestDecision = new Histogram({ name: 'agents_chain_access_request_decision_seconds', help: 'Time from an access request to its resolution, by outcome.', labelNames: ['outcome'], buckets: DECISION_BUCKETS, registers: [r] });
-    new Gauge({
-      name: 'agents_chain_access_requests_pending', help: 'Access requests waiting for a human.', registers: [r],
-      async collect() {
-        // A store that does not answer (Redis down) must not fail the whole scrape: keep the last value.
-        try {
-          const s = sources();
-          this.set(s.pendingAccessRequests ? await s.pendingAccessRequests() : 0);
-        } catch { /* last value stays */ }
-      },
-    });
-    this.auditBatchesExported = new Counter({ name: 'agents_chain_audit_batches_exported_total', help: 'Audit batches acknowledged, by exporter.', labelNames: ['exporter'], registers: [r] });
-    this.auditExportFailures = new Counter({ name: 'agents_chain_audit_export_failures_total', help: 'Failed audit export attempts (each is retried), by exporter.', labelNames: ['exporter'], registers: [r] });
-    this.auditDropped = new Counter({ name: 'agents_chain_audit_entries_dropped_total', help: 'Audit records not kept: the spool was down and the in-memory backlog full (those calls were refused), or a batch could not be sealed (logged).', registers: [r] });
-    this.auditUnaudited = new Counter({ name: 'agents_chain_audit_unaudited_calls_total', help: 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).', registers: [r] });
-    const audit = () => sources().audit?.();
-    // Read from the trail's own count when scraped: nothing to do per call on the request path.
-    this.auditEntries = new Counter({ name: 'agents_chain_audit_entries_total', help: 'Audit entries recorded.', registers: [r], collect() { this.reset(); this.inc(audit()?.recorded ?? 0); } });
-    new Gauge({ name: 'agents_chain_audit_entries_buffered', help: 'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).', registers: [r], collect() { this.set(audit()?.buffered ?? 0); } });
-    new Gauge({ name: 'agents_chain_audit_spool_bytes', help: 'Bytes of sealed batches not yet acknowledged by every exporter.', registers: [r], collect() { this.set(audit()?.spoolBytes ?? 0); } });
-    new Gauge({ name: 'agents_chain_audit_oldest_unexported_age_seconds', help: 'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).', registers: [r], collect() { this.set(audit()?.oldestUnexportedAgeSeconds ?? 0); } });
-    new Gauge({ name: 'agents_chain_audit_available', help: '1 when the audit trail can take entries, 0 when the spool is full or failing (calls are then refused).', registers: [r], collect() { const a = audit(); this.set(a ? Number(a.available) : 1); } });
-    this.policyReloads = new Counter({ name: 'agents_chain_policy_reloads_total', help: 'Policy reloads by result (success, failure).', labelNames: ['result'], registers: [r] });
-    this.policyInfo = new Gauge({ name: 'agents_chain_policy_info', help: 'The active policy: 1, labelled with its SHA-256.', labelNames: ['hash'], registers: [r] });
-    this.policyLoadedAt = new Gauge({ name: 'agents_chain_policy_loaded_timestamp_seconds', help: 'When the active policy was loaded (Unix seconds).', registers: [r] });
-    this.policyReloadOk = new Gauge({ name: 'agents_chain_policy_last_reload_successful', help: '1 when the last policy (re)load succeeded, 0 when it failed and the previous policy is still active.', registers: [r] });
     this.policyReloadOk.set(1);
     // Both results exist from the start, so rate() and absent-series alerts behave.
     this.policyReloads.inc({ result: 'success' }, 0);
@@ -153,6 +159,11 @@ export class SidecarMetrics {
       // Gauges named like counters (promtool check metrics flags them); the per-type gauges without _total stay.
       for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) r.removeSingleMetric(name);
     }
+  }
+
+  /** The audit trail's state, read at scrape time. */
+  private audit(): ReturnType<NonNullable<MetricsSources['audit']>> | undefined {
+    return this.sources.audit?.();
   }
 
   /**

@@ -20,8 +20,8 @@ describe('agents-chain CLI', () => {
   const COMMANDS = ['serve', 'keygen', 'register', 'inject', 'webhook', 'capture', 'token', 'policy', 'context', 'approvals', 'audit'];
 
   it('prints help for every command', async () => {
-    for (const args of [['--help'], ['-h'], ['help'], ['policy', 'check', '--help'], ...COMMANDS.flatMap((c) => [[c, '--help'], [c, '-h'], ['help', c]])]) {
-      const r = await runCli(args);
+    const all = [['--help'], ['-h'], ['help'], ['policy', 'check', '--help'], ...COMMANDS.flatMap((c) => [[c, '--help'], [c, '-h'], ['help', c]])];
+    for (const [args, r] of await Promise.all(all.map(async (args) => [args, await runCli(args)] as const))) {
       expect(r.code, args.join(' ')).toBe(0);
       expect(r.stdout, args.join(' ')).toMatch(/^Usage: agents-chain/m);
       expect(r.stderr, args.join(' ')).toBe('');
@@ -36,6 +36,9 @@ describe('agents-chain CLI', () => {
     const none = await runCli([]);
     expect(none.code).toBe(2);
     expect(none.stderr).toMatch(/^Usage: agents-chain <command>/m);
+    const unknown = await runCli(['help', 'serv']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^agents-chain: unknown command "serv"/);
   });
 
   it('--version (and -v, version) prints the package.json version', async () => {

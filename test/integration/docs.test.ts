@@ -173,6 +173,15 @@ describe('the docs hold together', () => {
     expect(broken).toEqual([]);
   });
 
+  it('a misspelt marker, a stray marker and missing output are caught (the runner can fail)', () => {
+    expect(() => docSteps('<!-- run: backgrund, ready when: "x" -->\n```sh\nmake demo\n```\n')).toThrow(/unknown marker/);
+    expect(() => docSteps('<!-- not run: a cluster -->\n\n```sh\nkubectl apply\n```\n')).toThrow(/right before/);
+    expect(() => docSteps('<!-- output -->\n```text\nok\n```\n')).toThrow(/must follow a block that runs/);
+    const steps = docSteps('```sh\necho hi\n```\n<!-- output -->\n```text\nh...i\n```\n<!-- not run: global -->\n```bash\nnpm link\n```\n');
+    expect(steps.map((s) => s.kind)).toEqual(['run', 'skip']);
+    expect(missingLines(['h...i', 'bye'], 'hi there')).toEqual(['bye']);
+  });
+
   it('the link check finds a broken link and a broken anchor (it can fail)', () => {
     const links = relativeLinks('see [x](nowhere.md) and [y](#no-such-heading), not `[z](code.md)`');
     expect(links.map((l) => l.target)).toEqual(['nowhere.md', '#no-such-heading']);
