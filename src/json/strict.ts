@@ -12,6 +12,8 @@ export class StrictJsonError extends Error {
   }
 }
 
+/** The one-character escapes of RFC 8259 §7 and what they stand for (`\\u` is read apart). */
+const ESCAPES = new Map([['"', '"'], ['\\', '\\'], ['/', '/'], ['b', '\b'], ['f', '\f'], ['n', '\n'], ['r', '\r'], ['t', '\t']]);
 const MAX_DEPTH = 64;
 
 /** `keys`, when given, receives every object key in the document (any depth, repeats included). */
@@ -157,29 +159,7 @@ class Parser {
       if (c === 0x22) { out += s.slice(start, this.i); this.i++; break; }
       if (c < 0x20) this.fail('control character in string');
       if (c === 0x5c) {
-        out += s.slice(start, this.i);
-        this.i++;
-        const e = s[this.i];
-        switch (e) {
-          case '"': out += '"'; break;
-          case '\\': out += '\\'; break;
-          case '/': out += '/'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'n': out += '\n'; break;
-          case 'r': out += '\r'; break;
-          case 't': out += '\t'; break;
-          case 'u': {
-            const hex = s.slice(this.i + 1, this.i + 5);
-            if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('invalid unicode escape');
-            out += String.fromCharCode(parseInt(hex, 16));
-            this.i += 4;
-            break;
-          }
-          case undefined: // the input ends after the backslash
-          default: this.fail('invalid escape');
-        }
-        this.i++;
+        out += s.slice(start, this.i) + this.escape();
         start = this.i;
         continue;
       }
@@ -188,5 +168,21 @@ class Parser {
     // Escaped or raw, an unpaired surrogate has no UTF-8 form: parsers disagree on it.
     if (!out.isWellFormed()) this.fail('lone surrogate in string');
     return out;
+  }
+
+  /** The escape sequence whose backslash is at `this.i`, decoded; leaves `this.i` after it. */
+  escape(): string {
+    this.i++;
+    const e = this.s[this.i];
+    if (e === 'u') {
+      const hex = this.s.slice(this.i + 1, this.i + 5);
+      if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('invalid unicode escape');
+      this.i += 5;
+      return String.fromCharCode(parseInt(hex, 16));
+    }
+    const text = e === undefined ? undefined : ESCAPES.get(e);
+    if (text === undefined) return this.fail('invalid escape');
+    this.i++;
+    return text;
   }
 }

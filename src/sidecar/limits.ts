@@ -32,6 +32,15 @@ export interface Limits {
   shutdownGraceMs: number;
   /** On close: how long the audit trail gets to deliver what is spooled. */
   auditDrainMs: number;
+  /**
+   * On close: callers waiting for a human are released this long before the shutdown grace ends, so their
+   * 503 shutting_down (with the status URL to poll) is written before open connections are cut.
+   */
+  waiterReleaseLeadMs: number;
+  /** On close: approved calls being run get at least this long to finish and be recorded, even when the grace is spent. */
+  approvalSettleMinMs: number;
+  /** On close: the admin listener's grace; its calls (probes, scrapes, approvals API) are short. */
+  adminCloseGraceMs: number;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -52,4 +61,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = {
   requestTimeoutMs: 30_000,
   shutdownGraceMs: 15_000,
   auditDrainMs: 10_000,
+  waiterReleaseLeadMs: 1_000,
+  approvalSettleMinMs: 1_000,
+  adminCloseGraceMs: 1_000,
 };

@@ -9,8 +9,8 @@ import { HttpAuditExporter } from '../../src/audit/exporters.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { until } from '../support/until.js';
 import { orderedLines, startCollector, type Collector } from '../support/collector.js';
-import { startEnv, type Env } from '../support/fixture.js';
-import { invoice, send } from '../support/http.js';
+import { startTestSidecar, type TestSidecar } from '../support/fixture.js';
+import { call, invoice } from '../support/http.js';
 
 const KEY = randomBytes(32).toString('base64');
 const keys = parseKeyring(KEY);
@@ -22,10 +22,10 @@ function entriesOf(c: Collector): AuditEntry[] {
 
 describe('audit trail through an unreliable collector', () => {
   let collector: Collector;
-  let env: Env;
+  let env: TestSidecar;
   beforeAll(async () => {
     collector = await startCollector();
-    env = await startEnv({
+    env = await startTestSidecar({
       adminToken: 'audit-test-admin-token', // /stats needs it
       audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url, 'audit-api-key', 300)], flushIntervalMs: 30, backoffMs: () => 30 },
     });
@@ -37,7 +37,7 @@ describe('audit trail through an unreliable collector', () => {
     const burst = async (n: number) => {
       for (let i = 0; i < n; i++) {
         const ok = i % 2 === 0;
-        const r = await send(env, { method: 'POST', path: '/invoices', token: await env.bot.signer.sign('createInvoice'), body: invoice(ok ? {} : { amount: 5000, apiKey: 'sk-secret' }) });
+        const r = await call(env, { method: 'POST', path: '/invoices', token: await env.bot.signer.sign('createInvoice'), body: invoice(ok ? {} : { amount: 5000, apiKey: 'sk-secret' }) });
         requestIds.push(String(r.headers['x-request-id']));
         await new Promise((res) => setTimeout(res, 40)); // spread over several batches
       }
@@ -81,13 +81,13 @@ describe('a full spool fails closed', () => {
     const collector = await startCollector();
     await collector.stop();
     const spoolDir = await mkdtemp(join(tmpdir(), 'agents-chain-spool-'));
-    const env = await startEnv({
+    const env = await startTestSidecar({
       audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url, undefined, 200)], spoolDir, spoolMaxBytes: 4000, flushIntervalMs: 10, backoffMs: () => 20 },
     });
     try {
       const statuses: number[] = [];
       for (let i = 0; i < 30; i++) {
-        const r = await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+        const r = await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
         statuses.push(r.status);
         if (r.status === 503) expect(r.json.error).toBe('audit_unavailable');
         await new Promise((res) => setTimeout(res, 15));
@@ -102,7 +102,7 @@ describe('a full spool fails closed', () => {
       expect(await (await fetch(`${env.sidecar.adminUrl}/metrics`)).text()).toMatch(/^agents_chain_audit_available 0$/m);
 
       await collector.restart();
-      await until(async () => (await send(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status === 200);
+      await until(async () => (await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') })).status === 200);
       // Every call the app saw has its audit entry once delivery resumes.
       await until(() => entriesOf(collector).filter((e) => e.result === 'success').length >= forwarded + 1);
     } finally {
@@ -155,6 +155,12 @@ describe('recent entries on the admin listener', () => {
       });
       const stats = await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as any;
       expect(stats.audit.byCapability.send_sms).toMatchObject({ total: 1, success: 1 });
+      // A limit that is not a whole number from 1 to 500 is refused, not read as "everything".
+      for (const limit of ['abc', '0', '501', '1.5', '-1', '']) {
+        const bad = await fetch(`${env.sidecar.adminUrl}/stats/entries?limit=${limit}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+        expect(bad.status, limit).toBe(400);
+        expect(await bad.json(), limit).toMatchObject({ error: 'invalid_query' });
+      }
     } finally {
       await env.close();
       await collector.close();
@@ -166,7 +172,7 @@ describe('a client that hangs up mid-body', () => {
   it('is still audited (the jti was spent), and nothing reaches the app', async () => {
     const { connect } = await import('node:net');
     const collector = await startCollector();
-    const env = await startEnv({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 10 } });
+    const env = await startTestSidecar({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 10 } });
     try {
       const seen = env.app.requests.length;
       const token = await env.bot.signer.sign('createInvoice');
@@ -189,11 +195,11 @@ describe('a client that hangs up mid-body', () => {
 describe('bodies the pipeline did not need to parse', () => {
   it('are recorded as their exact bytes when strictly valid JSON, and not at all when ambiguous (duplicate keys)', async () => {
     const collector = await startCollector();
-    const env = await startEnv({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 10 } });
+    const env = await startTestSidecar({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 10 } });
     try {
       // upload has no body constraints: its body is buffered and forwarded, never parsed for a decision.
-      const ok = await send(env, { method: 'PUT', path: '/uploads', token: await env.bot.signer.sign('upload'), body: '{"a": 1, "apiKey": "k"}' });
-      const dup = await send(env, { method: 'PUT', path: '/uploads', token: await env.bot.signer.sign('upload'), body: '{"a":1,"a":2}' });
+      const ok = await call(env, { method: 'PUT', path: '/uploads', token: await env.bot.signer.sign('upload'), body: '{"a": 1, "apiKey": "k"}' });
+      const dup = await call(env, { method: 'PUT', path: '/uploads', token: await env.bot.signer.sign('upload'), body: '{"a":1,"a":2}' });
       expect([ok.status, dup.status]).toEqual([200, 200]);
       await until(() => entriesOf(collector).filter((e) => e.capability === 'upload').length === 2);
       const [first, second] = entriesOf(collector).filter((e) => e.capability === 'upload');

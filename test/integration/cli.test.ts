@@ -39,7 +39,7 @@ describe('agents-chain CLI', () => {
     const unknown = await runCli(['help', 'serv']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/^agents-chain: unknown command "serv"/);
-  });
+  }, 60_000); // 37 runs of the CLI
 
   it('--version (and -v, version) prints the package.json version', async () => {
     const { version } = JSON.parse(await readFile(`${ROOT}package.json`, 'utf8')) as { version: string };

@@ -149,7 +149,3 @@ async function asPolicy(p: TestPolicy, agents: { bot: TestAgent; other: TestAgen
   return p;
 }
 
-/** @deprecated the old names, kept while audit.test.ts (another owner's) moves to `startTestSidecar`. */
-export const startEnv = startTestSidecar;
-/** @deprecated see `startEnv`. */
-export type Env = TestSidecar;

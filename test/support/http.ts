@@ -53,8 +53,6 @@ export function open(base: string | { url: string }, opts: CallOptions = {}): Pr
   return request(url, { method: (opts.method ?? 'GET') as 'GET', headers, body, dispatcher: opts.dispatcher });
 }
 
-/** @deprecated the old name of `call`, kept while audit.test.ts (another owner's) moves to it. */
-export const send = call;
 
 /**
  * A denial: right status, right code, a JSON body — and the app saw nothing.

@@ -1,0 +1,19 @@
+import { createAgentSigner } from '../identity/client.js';
+import type { Deps } from '../pipeline/deps.js';
+import type { SidecarOptions } from './options.js';
+
+/**
+ * Egress: the agent's signer (its key must be the policy's key for that agent) and the provider credential
+ * header; undefined in ingress mode. Every mistake is refused at startup, before a call is signed wrongly.
+ */
+export async function egressIdentity(opts: SidecarOptions): Promise<Deps['egress']> {
+  const preset = opts.policy.egress?.preset;
+  if (!preset) return undefined;
+  if (!opts.egress) throw new Error(`egress mode (${preset.name}) needs the agent's key (--agent-key, --agent) and the provider key (AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file)`);
+  const agent = opts.policy.agents.get(opts.egress.agentId);
+  if (!agent) throw new Error(`--agent ${opts.egress.agentId} is not an agent in the policy`);
+  const signer = await createAgentSigner(opts.egress.agentKey, agent.id);
+  if (signer.thumbprint !== agent.thumbprint) throw new Error(`--agent-key is not the key the policy lists for ${agent.id}`);
+  if (!opts.egress.providerKey) throw new Error('the provider key is empty');
+  return { signer, credential: [preset.credential.header, `${preset.credential.prefix}${opts.egress.providerKey}`] };
+}
