@@ -233,15 +233,18 @@ try {
   const bareUndici = await start(['bench/bare-proxy.mjs', 'undici', '0', app.url], /listening (\d+)/);
   const bareHp3 = await start(['bench/bare-proxy.mjs', 'http-proxy-3', '0', app.url], /listening (\d+)/);
   // info level: the "sidecar listening" line says where it is; allowed calls log nothing at info.
-  const serve = (extra = []) => start(
-    ['dist/cli/main.js', 'serve', '--policy', join(dir, 'policy.yaml'), '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', ...extra],
+  const serve = (extra = [], cli = 'dist/cli/main.js') => start(
+    [cli, 'serve', '--policy', join(dir, 'policy.yaml'), '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', ...extra],
     /"listen":"(http:\/\/[^"]+)"/,
   );
   // (c) is compared with every other target, and a sidecar's speed depends on what it has served (its
   // in-memory replay window holds every token id of the last two minutes: at full load, hundreds of
   // thousands, which the garbage collector walks). So each block gets its own (c), with the same history as
   // the target it is compared with. The (c) row is the median over all of them.
-  const blocksWithC = [['c', 'b'], ['c', "b'"], ['d', 'c'], ['e', 'c'], ['c', 'a']];
+  // BENCH_BASELINE=<checkout>: (f), the sidecar built in another checkout (an earlier commit: `make build` there),
+  // to compare a change with what it replaces: BENCH_AB=f runs (f) and (c) at the same fixed rate at once.
+  const baseline = process.env.BENCH_BASELINE;
+  const blocksWithC = [['c', 'b'], ['c', "b'"], ['d', 'c'], ['e', 'c'], ['c', 'a'], ...(baseline ? [['f', 'c']] : [])];
   const sidecars = new Map();
   for (const [x, y] of blocksWithC) sidecars.set(`${x}/${y}`, await serve());
 
@@ -255,6 +258,8 @@ try {
   await markReplayWindowIntact(benchRedis);
   const redisBacked = await serve(['--redis', benchRedis, '--redis-prefix', `agents-chain-bench:{${randomBytes(6).toString('hex')}}:`]);
 
+  const before = baseline ? await serve([], join(baseline, 'dist/cli/main.js')) : undefined;
+
   const targets = [
     ['(a) app directly', app],
     ['(b) bare proxy, http-proxy-3', bareHp3],
@@ -262,6 +267,7 @@ try {
     ['(c) agents-chain sidecar', sidecars.get('d/c')],
     ['(d) sidecar + audit trail', audited],
     ['(e) sidecar, replay window in Redis', redisBacked],
+    ...(before ? [['(f) sidecar built from BENCH_BASELINE', before]] : []),
   ];
   // This VM's speed drifts under sustained load, and not linearly: a target measured right after the
   // 20k req/s app runs in other conditions than one measured in a quiet stretch. So each ratio comes from
@@ -321,6 +327,7 @@ try {
   line('d/c (audit on vs off; target >= 0.95)', 'd/c');
   line('e/c (Redis vs in-memory replay store; target >= 0.90)', 'e/c');
   line('c/a (sidecar vs app directly)', 'c/a');
+  if (before) line('f/c (BENCH_BASELINE vs this checkout)', 'f/c');
   const cpuCost = (block) => { const rs = blockRounds.get(block) ?? []; return median(rs.map((r) => r.x.cpuUs - r.y.cpuUs)); };
   console.log(`\nAudit cost in the sidecar's own CPU time: ${fmt(cpuCost('d/c'))} µs per call (median of per-block differences; the sidecar uses ${fmt(c.cpuUs)} µs).`);
   console.log(`Redis replay store cost in the sidecar's own CPU time: ${fmt(cpuCost('e/c'))} µs per call.`);

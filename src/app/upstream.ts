@@ -54,7 +54,7 @@ export class Upstream {
     let upstream;
     try {
       upstream = await this.pool.request({
-        method: req.method as 'GET',
+        method: req.method,
         path: req.target,
         headers: req.headers,
         body: req.body,
@@ -86,7 +86,7 @@ export class Upstream {
     method: string, target: string, headers: string[], body: Buffer | undefined,
     limits: { timeoutMs: number; maxBytes: number } = { timeoutMs: 30_000, maxBytes: 1024 * 1024 },
   ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
-    const r = await this.pool.request({ method: method as 'GET', path: target, headers, body, signal: AbortSignal.timeout(limits.timeoutMs) });
+    const r = await this.pool.request({ method: method, path: target, headers, body, signal: AbortSignal.timeout(limits.timeoutMs) });
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const c of r.body) {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-/** One audited decision: a call (success, denied, error) or an approval event. The seed's fields plus HTTP ones. */
+/** One audited decision: a call (success, denied, error) or an approval event. The audit fields of the agents-chain spec (../shared/seeds/002_9af9aaa6cc5deb37.txt) plus HTTP ones. */
 export interface AuditEntry {
   id: string;
   agentId: string | null;

@@ -27,7 +27,7 @@ through without the sidecar, with a warning and a status annotation.
 In capture mode "port", Services in the same stream that select an injected
 pod and target the app's port by number are pointed at the sidecar.
 
-Pod annotations (README "Deploy on Kubernetes" has the full table):
+Pod annotations (docs/guides/kubernetes.md has the full table):
   ${ANNOTATION.policy} (required), ${ANNOTATION.upstreamPort},
   ${ANNOTATION.capture} [iptables | port], ${ANNOTATION.excludeInboundPorts},
   ${ANNOTATION.port} [17480], ${ANNOTATION.adminPort} [17490],

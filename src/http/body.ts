@@ -119,7 +119,7 @@ const INFLATE: Record<string, (buf: Buffer, opts: ZlibOptions) => Promise<Buffer
   gzip: promisify(gunzip),
   'x-gzip': promisify(gunzip),
   deflate: promisify(inflate),
-  br: promisify(brotliDecompress) as (buf: Buffer, opts: ZlibOptions) => Promise<Buffer>,
+  br: promisify(brotliDecompress),
 };
 const inflateRawAsync = promisify(inflateRaw);
 

@@ -1,6 +1,6 @@
 /**
  * The request headers the sidecar never forwards from a caller, by family,
- * in one place (README "Forwarding" lists them from here). A name is in a
+ * in one place (docs/reference/request-handling.md lists them from here). A name is in a
  * family when it equals one of `names` or starts with one of `prefixes`
  * (lower case). Beside these, any name with a character outside
  * [A-Za-z0-9-] is dropped (see forwardableName).

@@ -1,4 +1,4 @@
-/** The pod annotations injection reads and writes, in one place (the CLI usage and README list them). */
+/** The pod annotations injection reads and writes, in one place (the CLI usage and docs/guides/kubernetes.md list them). */
 export const ANNOTATION = {
   inject: 'agents-chain.io/inject',
   policy: 'agents-chain.io/policy',

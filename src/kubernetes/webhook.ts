@@ -73,27 +73,33 @@ interface AdmissionReview {
  */
 type Log = (msg: string, fields: Record<string, unknown>) => void;
 
+type Who = Record<string, unknown>;
+
+/** POST /mutate: the injector's answer as an AdmissionReview response (a JSON patch, warnings, or a refusal). */
+function mutate(defaults: InjectDefaults, log: { info: Log; warn: Log }, uid: string, pod: PodTemplate | undefined, who: Who): Record<string, unknown> {
+  const { result, patch } = pod ? injectionPatch(pod, defaults) : { result: { outcome: 'not-requested' } as InjectResult, patch: [] };
+  const warnings: string[] = [];
+  if (result.outcome === 'injected') warnings.push(...result.warnings.map((w) => `agents-chain: ${w}`));
+  if (result.outcome === 'unprotected') warnings.push(`agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${result.reasons.join('; ')}`);
+  if (result.outcome === 'refused') log.warn('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
+  else (result.outcome === 'unprotected' ? log.warn : log.info)(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
+  return {
+    uid,
+    allowed: result.outcome !== 'refused',
+    ...(result.outcome === 'refused' ? { status: { code: 403, reason: 'Forbidden', message: `agents-chain: the pod asks for the sidecar (agents-chain.io/inject: "true") and cannot get it: ${result.reasons.join('; ')}` } } : {}),
+    ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
+    ...(warnings.length ? { warnings } : {}),
+  };
+}
+
+/** POST /validate: the guard's answer (a pod that asks for the sidecar and does not have it is refused). */
+function guard(log: { warn: Log }, uid: string, pod: PodTemplate | undefined, who: Who): Record<string, unknown> {
+  const d = pod ? guardDecision(pod) : { allowed: true };
+  if (!d.allowed) log.warn('pod refused: it asks for the sidecar and was not injected', { ...who, reason: d.message });
+  return { uid, allowed: d.allowed, ...(d.message ? { status: { code: 403, reason: 'Forbidden', message: d.message } } : {}), ...(d.warning ? { warnings: [d.warning] } : {}) };
+}
+
 export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn: Log }) {
-  const mutate = (uid: string, pod: PodTemplate | undefined, who: Record<string, unknown>): Record<string, unknown> => {
-    const { result, patch } = pod ? injectionPatch(pod, defaults) : { result: { outcome: 'not-requested' } as InjectResult, patch: [] };
-    const warnings: string[] = [];
-    if (result.outcome === 'injected') warnings.push(...result.warnings.map((w) => `agents-chain: ${w}`));
-    if (result.outcome === 'unprotected') warnings.push(`agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${result.reasons.join('; ')}`);
-    if (result.outcome === 'refused') log.warn('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
-    else (result.outcome === 'unprotected' ? log.warn : log.info)(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
-    return {
-      uid,
-      allowed: result.outcome !== 'refused',
-      ...(result.outcome === 'refused' ? { status: { code: 403, reason: 'Forbidden', message: `agents-chain: the pod asks for the sidecar (agents-chain.io/inject: "true") and cannot get it: ${result.reasons.join('; ')}` } } : {}),
-      ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
-      ...(warnings.length ? { warnings } : {}),
-    };
-  };
-  const guard = (uid: string, pod: PodTemplate | undefined, who: Record<string, unknown>): Record<string, unknown> => {
-    const d = pod ? guardDecision(pod) : { allowed: true };
-    if (!d.allowed) log.warn('pod refused: it asks for the sidecar and was not injected', { ...who, reason: d.message });
-    return { uid, allowed: d.allowed, ...(d.message ? { status: { code: 403, reason: 'Forbidden', message: d.message } } : {}), ...(d.warning ? { warnings: [d.warning] } : {}) };
-  };
   return (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'GET' && (path === '/healthz' || path === '/readyz')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
@@ -121,7 +127,7 @@ export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn:
         const pod = review.request?.kind?.kind === 'Pod' ? review.request.object : undefined;
         const meta = pod?.metadata as { name?: string; generateName?: string } | undefined;
         const who = { uid, namespace: review.request?.namespace, pod: meta?.name ?? meta?.generateName };
-        const response = path === '/validate' ? guard(uid, pod, who) : mutate(uid, pod, who);
+        const response = path === '/validate' ? guard(log, uid, pod, who) : mutate(defaults, log, uid, pod, who);
         const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response });
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
       } catch (err) {

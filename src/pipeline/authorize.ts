@@ -81,7 +81,7 @@ export async function authorize(agent: Pick<Agent, 'id' | 'grants'>, capabilitie
   const grants = activeGrants(agent, capabilities, ctx.policy, ctx.now());
   if (isDenial(grants)) return grants;
   // A call that is several capabilities reads the fields any of their grants constrains.
-  const constraints: Constraints = grants.length === 1 ? grants[0].constraints : Object.assign({}, ...grants.map((g) => g.constraints));
+  const constraints: Constraints = grants.length === 1 ? grants[0].constraints : Object.assign({}, ...grants.map((g) => g.constraints)) as Constraints;
   const read = readArguments(constraints, args, ctx.collectKeys === true);
   if (isDenial(read)) return read;
   const lookup = argumentLookup(read.plan, args.params, read.query, read.json);

@@ -33,7 +33,7 @@ export class Chain<In, Out, D> {
     for (const stage of this.stages) {
       const step = stage(current, deps, progress);
       // Most stages are synchronous: awaiting only promises saves a microtask per stage.
-      const next = step instanceof Promise ? await step : step;
+      const next: unknown = step instanceof Promise ? await step : step;
       if (isDenial(next)) return next;
       current = next;
       progress.reached = next as Reached;

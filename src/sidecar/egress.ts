@@ -9,7 +9,10 @@ import type { SidecarOptions } from './options.js';
 export async function egressIdentity(opts: SidecarOptions): Promise<Deps['egress']> {
   const preset = opts.policy.egress?.preset;
   if (!preset) return undefined;
-  if (!opts.egress) throw new Error(`egress mode (${preset.name}) needs the agent's key (--agent-key, --agent) and the provider key (AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file)`);
+  if (!opts.egress)
+    throw new Error(
+      `egress mode (${preset.name}) needs the agent's key (--agent-key, --agent) and the provider key (AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file)`,
+    );
   const agent = opts.policy.agents.get(opts.egress.agentId);
   if (!agent) throw new Error(`--agent ${opts.egress.agentId} is not an agent in the policy`);
   const signer = await createAgentSigner(opts.egress.agentKey, agent.id);

@@ -4,7 +4,9 @@ import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 /**
  * Every bound the sidecar applies, in one place, with its reason. Flags and
  * environment set the first three (`serve --max-body-bytes`, `--max-headers`,
- * `--max-query-params`); the others are fixed here.
+ * `--max-query-params`) and the shutdown grace and audit drain
+ * (`--shutdown-grace-ms`, `--audit-drain-ms`), through SidecarOptions
+ * (`limitsFrom` in options.ts); the others are fixed here.
  */
 export interface Limits {
   /** Request body bytes buffered and checked (a capability's `maxBodyBytes` overrides it). */

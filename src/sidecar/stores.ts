@@ -14,6 +14,8 @@ import type { SidecarOptions } from './options.js';
  * masters instead of filling one slot; a single Redis (or Sentinel) keeps them under one.
  */
 const CLUSTER_REPLAY_SLOT_GROUPS = 16;
+/** The verifier states the replay window in seconds (a token's `exp` is); the store counts milliseconds. */
+const MS_PER_SECOND = 1000;
 
 /** The Redis-backed stores replicas share, over one command connection (auto-pipelined) and one subscriber. */
 export interface SharedStores {
@@ -35,7 +37,7 @@ export function sharedStores(settings: RedisSettings, log: Logger, metrics: Side
     replay: new RedisReplayStore(client, {
       log,
       now,
-      windowMs: REPLAY_WINDOW_SECONDS * 1000,
+      windowMs: REPLAY_WINDOW_SECONDS * MS_PER_SECOND,
       slotGroups: cluster ? CLUSTER_REPLAY_SLOT_GROUPS : 1,
       // The server's run_id is checked on every (re)connect; a Cluster's INFO answers from any node, so not there.
       watchServer: !cluster,

@@ -76,7 +76,7 @@ describe.skipIf(!hasMake)('make build / make demo', () => {
     await touch('node_modules/.package-lock.json'); // as npm ci leaves it, after the lock
     expect((await build()).ranTsc).toBe(true);
     expect((await build()).ranTsc).toBe(false);
-  });
+  }, 90_000); // seven runs of tsc
 
   it('a second make demo does not compile, and passes the port overrides (make VAR=... and VAR=... make) to the demo', async () => {
     await build();
