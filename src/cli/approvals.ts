@@ -21,30 +21,63 @@ Options:
 `;
 
 export async function approvalsCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, {
-    admin: { type: 'string' }, 'admin-token-file': { type: 'string' },
-    code: { type: 'string' }, scope: { type: 'string' }, reason: { type: 'string' },
-  }, USAGE, true);
+  const args = parseCommand(
+    argv,
+    {
+      admin: { type: 'string' },
+      'admin-token-file': { type: 'string' },
+      code: { type: 'string' },
+      scope: { type: 'string' },
+      reason: { type: 'string' },
+    },
+    USAGE,
+    true,
+  );
   if (!args) return 0;
   const [action, id] = args.positionals;
   const base = (args.values.admin ?? process.env.AGENTS_CHAIN_ADMIN_URL ?? 'http://127.0.0.1:9090').replace(/\/$/, '');
   const file = args.values['admin-token-file'];
   const token = file ? (await readFile(file, 'utf8')).trim() : process.env.AGENTS_CHAIN_ADMIN_TOKEN;
   if (!token) throw new UsageError(`an admin token is required (AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file)\n\n${USAGE}`);
-  const needId = (): string => { if (!id) throw new UsageError(`${action} needs an ID\n\n${USAGE}`); return encodeURIComponent(id); };
+  const needId = (): string => {
+    if (!id) throw new UsageError(`${action} needs an ID\n\n${USAGE}`);
+    return encodeURIComponent(id);
+  };
 
   let method: 'GET' | 'POST' | 'DELETE' = 'GET';
   let path: string;
   let body: unknown;
   switch (action) {
-    case 'list': path = '/approvals'; break;
-    case 'show': path = `/approvals/${needId()}`; break;
-    case 'approve': method = 'POST'; path = `/approvals/${needId()}/approve`; body = { code: args.values.code, scope: args.values.scope ?? 'once' }; break;
-    case 'deny': method = 'POST'; path = `/approvals/${needId()}/deny`; body = { code: args.values.code, reason: args.values.reason }; break;
-    case 'code': method = 'POST'; path = `/approvals/${needId()}/code`; body = {}; break;
-    case 'grants': path = '/approvals/grants'; break;
-    case 'revoke': method = 'DELETE'; path = `/approvals/grants/${needId()}`; break;
-    default: throw new UsageError(`unknown action "${action ?? ''}"\n\n${USAGE}`);
+    case 'list':
+      path = '/approvals';
+      break;
+    case 'show':
+      path = `/approvals/${needId()}`;
+      break;
+    case 'approve':
+      method = 'POST';
+      path = `/approvals/${needId()}/approve`;
+      body = { code: args.values.code, scope: args.values.scope ?? 'once' };
+      break;
+    case 'deny':
+      method = 'POST';
+      path = `/approvals/${needId()}/deny`;
+      body = { code: args.values.code, reason: args.values.reason };
+      break;
+    case 'code':
+      method = 'POST';
+      path = `/approvals/${needId()}/code`;
+      body = {};
+      break;
+    case 'grants':
+      path = '/approvals/grants';
+      break;
+    case 'revoke':
+      method = 'DELETE';
+      path = `/approvals/grants/${needId()}`;
+      break;
+    default:
+      throw new UsageError(`unknown action "${action ?? ''}"\n\n${USAGE}`);
   }
   const res = await request(`${base}${path}`, {
     method,
@@ -53,7 +86,11 @@ export async function approvalsCommand(argv: string[]): Promise<number> {
   });
   const text = await res.body.text();
   let pretty = text;
-  try { pretty = JSON.stringify(JSON.parse(text, rfc3339Times), null, 2); } catch { /* not JSON */ }
+  try {
+    pretty = JSON.stringify(JSON.parse(text, rfc3339Times), null, 2);
+  } catch {
+    /* not JSON */
+  }
   (res.statusCode < 300 ? process.stdout : process.stderr).write(`${pretty}\n`);
   return res.statusCode < 300 ? 0 : 1;
 }

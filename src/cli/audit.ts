@@ -15,7 +15,10 @@ and POST them; "-" or no FILE reads stdin).
 
 export async function auditCommand(argv: string[]): Promise<number> {
   const [action, ...rest] = argv;
-  if (action === '--help' || action === '-h') { process.stdout.write(USAGE); return 0; }
+  if (action === '--help' || action === '-h') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   if (action !== 'decrypt' && action !== 'verify') throw new UsageError(`unknown audit action "${action ?? ''}"\n\n${USAGE}`);
   const args = parseCommand(rest, { 'audit-key-file': { type: 'string' } }, USAGE, true);
   if (!args) return 0;
@@ -29,7 +32,9 @@ export async function auditCommand(argv: string[]): Promise<number> {
       const where = p.seq !== undefined ? ` (${r.chains.length > 1 ? `chain ${p.chain}, ` : ''}seq ${p.seq})` : '';
       process.stderr.write(`line ${p.line}${where}: ${p.problem}\n`);
     }
-    process.stdout.write(`${r.batches} batches in ${r.chains.length} chain${r.chains.length === 1 ? '' : 's'}, ${r.entries} entries, ${r.problems.length} problems\n`);
+    process.stdout.write(
+      `${r.batches} batches in ${r.chains.length} chain${r.chains.length === 1 ? '' : 's'}, ${r.entries} entries, ${r.problems.length} problems\n`,
+    );
     return r.problems.length ? 1 : 0;
   }
   for (const line of lines) {

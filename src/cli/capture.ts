@@ -2,8 +2,15 @@ import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { createLogger } from '../log.js';
 import {
-  captureOptionsProblem, excludedPorts, INBOUND_CHAIN, ipv6Addresses, parsePortList, restoreInput, verifyRules,
-  type CaptureOptions, type Family,
+  captureOptionsProblem,
+  excludedPorts,
+  INBOUND_CHAIN,
+  ipv6Addresses,
+  parsePortList,
+  restoreInput,
+  verifyRules,
+  type CaptureOptions,
+  type Family,
 } from '../kubernetes/capture.js';
 import { parseCommand, UsageError } from './args.js';
 
@@ -27,11 +34,15 @@ Options:
 `;
 
 export async function captureCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, {
-    'redirect-to': { type: 'string' },
-    'exclude-ports': { type: 'string' },
-    'dry-run': { type: 'boolean' },
-  }, USAGE);
+  const args = parseCommand(
+    argv,
+    {
+      'redirect-to': { type: 'string' },
+      'exclude-ports': { type: 'string' },
+      'dry-run': { type: 'boolean' },
+    },
+    USAGE,
+  );
   if (!args) return 0;
   const v = args.values;
   const redirectText = v['redirect-to'] ?? '17480';
@@ -61,7 +72,11 @@ export async function captureCommand(argv: string[]): Promise<number> {
     const ipv4 = await install('ipv4', opts, ipv4Before);
     const ipv6 = v6.current === undefined ? { installed: false, reason: v6.reason } : await installIpv6(opts, v6.current, v6.addresses);
     log.info('inbound capture installed', {
-      chain: INBOUND_CHAIN, redirectTo: opts.redirectTo, excludePorts: excludedPorts(opts), ipv4, ipv6,
+      chain: INBOUND_CHAIN,
+      redirectTo: opts.redirectTo,
+      excludePorts: excludedPorts(opts),
+      ipv4,
+      ipv6,
     });
     return 0;
   } catch (err) {
@@ -76,7 +91,11 @@ const TOOLS: Record<Family, { save: string; restore: string; label: string }> = 
   ipv6: { save: 'ip6tables-save', restore: 'ip6tables-restore', label: 'IPv6' },
 };
 
-interface Installed { installed: true; action: 'installed' | 'already in place'; rules: string[] }
+interface Installed {
+  installed: true;
+  action: 'installed' | 'already in place';
+  rules: string[];
+}
 
 /** Reads the nat table, applies what is missing in one iptables-restore transaction, and checks the result. */
 async function install(family: Family, opts: CaptureOptions, before: string): Promise<Installed> {
@@ -106,8 +125,14 @@ async function refuseLegacyRules(family: Family, save: string): Promise<void> {
   if (!/iptables-legacy tables present/.test(save)) return;
   const r = await run(LEGACY_SAVE[family], ['-t', 'nat']);
   const rules = r.stdout.split('\n').filter((l) => l.startsWith('-A PREROUTING'));
-  if (r.code !== 0) throw new Error(`${TOOLS[family].label}: legacy iptables tables exist beside nf_tables and ${LEGACY_SAVE[family]} failed (${r.why}): their rules could send traffic around the sidecar`);
-  if (rules.length) throw new Error(`${TOOLS[family].label}: legacy iptables nat rules in PREROUTING (${rules.join(' / ')}) run beside the capture rules and could send traffic around the sidecar: remove them`);
+  if (r.code !== 0)
+    throw new Error(
+      `${TOOLS[family].label}: legacy iptables tables exist beside nf_tables and ${LEGACY_SAVE[family]} failed (${r.why}): their rules could send traffic around the sidecar`,
+    );
+  if (rules.length)
+    throw new Error(
+      `${TOOLS[family].label}: legacy iptables nat rules in PREROUTING (${rules.join(' / ')}) run beside the capture rules and could send traffic around the sidecar: remove them`,
+    );
 }
 
 /**
@@ -118,16 +143,20 @@ const IPV6_REMEDY = ' (give the node IPv6 nat support, turn IPv6 off in the pod,
 
 async function ipv6Plan(): Promise<{ current?: string; addresses: string; reason: string }> {
   // No file: a kernel without IPv6. Any other read error is not "no IPv6": fail rather than skip the IPv6 rules.
-  const found = ipv6Addresses(await readFile('/proc/net/if_inet6', 'utf8').catch((err: NodeJS.ErrnoException) => {
-    if (err.code === 'ENOENT') return '';
-    throw new Error(`cannot tell whether the namespace has IPv6 addresses (/proc/net/if_inet6: ${err.message}): not capturing only half the traffic`);
-  }));
+  const found = ipv6Addresses(
+    await readFile('/proc/net/if_inet6', 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return '';
+      throw new Error(`cannot tell whether the namespace has IPv6 addresses (/proc/net/if_inet6: ${err.message}): not capturing only half the traffic`);
+    }),
+  );
   if (found.length === 0) return { addresses: '', reason: 'the namespace has no non-loopback IPv6 address' };
   const addresses = found.map((a) => `${a.address} on ${a.interface}`).join(', ');
   try {
     return { current: await save('ipv6'), addresses, reason: '' };
   } catch (err) {
-    throw new Error(`the namespace has IPv6 addresses (${addresses}) but ip6tables does not work, so IPv6 traffic would bypass the sidecar: ${(err as Error).message}${IPV6_REMEDY}`);
+    throw new Error(
+      `the namespace has IPv6 addresses (${addresses}) but ip6tables does not work, so IPv6 traffic would bypass the sidecar: ${(err as Error).message}${IPV6_REMEDY}`,
+    );
   }
 }
 
@@ -135,7 +164,9 @@ async function installIpv6(opts: CaptureOptions, current: string, addresses: str
   try {
     return await install('ipv6', opts, current);
   } catch (err) {
-    throw new Error(`the namespace has IPv6 addresses (${addresses}) but the IPv6 rules could not be installed, so IPv6 traffic would bypass the sidecar: ${(err as Error).message}${IPV6_REMEDY}`);
+    throw new Error(
+      `the namespace has IPv6 addresses (${addresses}) but the IPv6 rules could not be installed, so IPv6 traffic would bypass the sidecar: ${(err as Error).message}${IPV6_REMEDY}`,
+    );
   }
 }
 
@@ -158,7 +189,13 @@ function hint(stderr: string): string {
     : '';
 }
 
-const oneLine = (s: string): string => s.trim().split('\n').map((l) => l.trim()).filter(Boolean).join(' / ');
+const oneLine = (s: string): string =>
+  s
+    .trim()
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .join(' / ');
 
 /** Runs a tool to completion; a missing binary is an answer too (code -1), not an exception. */
 function run(cmd: string, args: string[], input?: string): Promise<{ code: number; why: string; stdout: string; stderr: string }> {

@@ -71,8 +71,14 @@ async function policyProblems(docs: Record<string, unknown>[], report: StreamRep
     if (text === undefined) continue; // not in this stream: the sidecar checks it at start
     try {
       const policy = await loadPolicyText(text, `ConfigMap/${pod.policy}:policy.yaml`);
-      const problem = adminStartupProblem({ adminToken: pod.annotations[ANNOTATION.adminTokenSecret] ? 'set' : undefined, approvals: Boolean(policy.accessRequests) });
-      if (problem) problems.push(`${pod.workload}: its policy has accessRequests, so the sidecar would refuse to start: set ${ANNOTATION.adminTokenSecret} (a Secret with key "token")`);
+      const problem = adminStartupProblem({
+        adminToken: pod.annotations[ANNOTATION.adminTokenSecret] ? 'set' : undefined,
+        approvals: Boolean(policy.accessRequests),
+      });
+      if (problem)
+        problems.push(
+          `${pod.workload}: its policy has accessRequests, so the sidecar would refuse to start: set ${ANNOTATION.adminTokenSecret} (a Secret with key "token")`,
+        );
     } catch (err) {
       problems.push(`${pod.workload}: its policy would not load:\n  ${(err as Error).message.split('\n').join('\n  ')}`);
     }
@@ -93,19 +99,28 @@ export async function injectCommand(argv: string[]): Promise<number> {
     const e = doc.errors[0];
     if (e) throw new Error(`stdin:${e.linePos?.[0]?.line ?? '?'}:${e.linePos?.[0]?.col ?? '?'}: ${e.message}`);
   }
-  const kept = parsed.map((doc) => ({ doc, value: doc.toJS() as unknown })).filter((d): d is { doc: typeof d.doc; value: Record<string, unknown> } => !!d.value && typeof d.value === 'object');
-  const { docs, changed, report } = injectManifests(kept.map((d) => d.value), defaults);
+  const kept = parsed
+    .map((doc) => ({ doc, value: doc.toJS() as unknown }))
+    .filter((d): d is { doc: typeof d.doc; value: Record<string, unknown> } => !!d.value && typeof d.value === 'object');
+  const { docs, changed, report } = injectManifests(
+    kept.map((d) => d.value),
+    defaults,
+  );
   const say = (line: string): void => void process.stderr.write(`agents-chain inject: ${line}\n`);
   report.refused.push(...(await policyProblems(docs, report)));
   for (const w of report.warnings) say(`warning: ${w}`);
   if (report.refused.length) {
     for (const r of report.refused) say(`cannot inject ${r}`);
-    say(`refused: ${report.refused.length} problem${report.refused.length === 1 ? '' : 's'}; nothing written (set ${ANNOTATION.allowUnprotected}: "true" on a pod to run it without the sidecar)`);
+    say(
+      `refused: ${report.refused.length} problem${report.refused.length === 1 ? '' : 's'}; nothing written (set ${ANNOTATION.allowUnprotected}: "true" on a pod to run it without the sidecar)`,
+    );
     return 1;
   }
   for (const s of report.servicesRewritten) say(`rewrote ${s}`);
   // Untouched documents keep their text (and comments) exactly.
-  const out = docs.map((d, i) => (changed[i] ? stringify(d, { lineWidth: 0, version: '1.1' }) : kept[i]!.doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, '')));
+  const out = docs.map((d, i) =>
+    changed[i] ? stringify(d, { lineWidth: 0, version: '1.1' }) : kept[i]!.doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, ''),
+  );
   process.stdout.write(out.map((d) => (d.endsWith('\n') ? d : `${d}\n`)).join('---\n'));
   const n = report.injected.length;
   say(`${n} pod template${n === 1 ? '' : 's'} injected`);

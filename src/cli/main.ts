@@ -68,7 +68,9 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   try {
-    return await (await load())(rest);
+    return await (
+      await load()
+    )(rest);
   } catch (err) {
     if (SERVERS.has(name)) return (await import('./startup.js')).failStartup(name, err);
     if (err instanceof UsageError) {

@@ -12,7 +12,10 @@ problem and exits 1 if there is any; exits 0 when every file is valid.
 
 export async function policyCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub === '--help' || sub === '-h') { process.stdout.write(USAGE); return 0; }
+  if (sub === '--help' || sub === '-h') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   if (sub !== 'check') throw new UsageError(`unknown policy subcommand "${sub ?? ''}"\n\n${USAGE}`);
   const args = parseCommand(rest, {}, USAGE, true);
   if (!args) return 0;
@@ -21,7 +24,9 @@ export async function policyCommand(argv: string[]): Promise<number> {
   for (const file of args.positionals) {
     try {
       const p = await loadPolicyFile(file);
-      process.stdout.write(`${file}: ok (${p.capabilities.size} capabilities, ${p.agents.size} agents, ${p.grants.size} grants${p.hosts.size ? `, ${p.hosts.size} host${p.hosts.size === 1 ? "" : "s"}` : ""})\n`);
+      process.stdout.write(
+        `${file}: ok (${p.capabilities.size} capabilities, ${p.agents.size} agents, ${p.grants.size} grants${p.hosts.size ? `, ${p.hosts.size} host${p.hosts.size === 1 ? '' : 's'}` : ''})\n`,
+      );
     } catch (err) {
       if (!(err instanceof PolicyError)) throw err;
       failed = true;

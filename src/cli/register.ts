@@ -28,10 +28,19 @@ Options:
 `;
 
 export async function registerCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, {
-    'host-key': { type: 'string' }, 'agent-key': { type: 'string' }, url: { type: 'string' }, name: { type: 'string' },
-    capability: { type: 'string', multiple: true }, mode: { type: 'string' }, reason: { type: 'string' },
-  }, USAGE);
+  const args = parseCommand(
+    argv,
+    {
+      'host-key': { type: 'string' },
+      'agent-key': { type: 'string' },
+      url: { type: 'string' },
+      name: { type: 'string' },
+      capability: { type: 'string', multiple: true },
+      mode: { type: 'string' },
+      reason: { type: 'string' },
+    },
+    USAGE,
+  );
   if (!args) return 0;
   const v = args.values as Record<string, string | string[] | undefined>;
   const hostKey = JSON.parse(await readFile(required(v['host-key'] as string, '--host-key', USAGE), 'utf8')) as JWK;
@@ -54,12 +63,16 @@ export async function registerCommand(argv: string[]): Promise<number> {
 
   const discovery = await request(`${base}/.well-known/agent-configuration`);
   if (discovery.statusCode !== 200) throw new Error(`${base}/.well-known/agent-configuration answered ${discovery.statusCode}`);
-  const config = await discovery.body.json() as { issuer?: string; endpoints?: { register?: string } };
+  const config = (await discovery.body.json()) as { issuer?: string; endpoints?: { register?: string } };
   if (!config.issuer || !config.endpoints?.register) throw new Error('the discovery document has no issuer or register endpoint (does the policy list hosts?)');
 
   const host = await createHostSigner(hostKey);
-  const { token, body } = await registrationRequest(host, agentKey, config.issuer,
-    { name, mode: v.mode ?? 'autonomous', ...(v.reason ? { reason: v.reason } : {}), ...(capabilities ? { capabilities } : {}) });
+  const { token, body } = await registrationRequest(host, agentKey, config.issuer, {
+    name,
+    mode: v.mode ?? 'autonomous',
+    ...(v.reason ? { reason: v.reason } : {}),
+    ...(capabilities ? { capabilities } : {}),
+  });
   const res = await request(`${base}${config.endpoints.register}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },

@@ -85,45 +85,49 @@ Options (each also read from the environment variable shown):
 `;
 
 export async function serveCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, {
-    policy: { type: 'string' },
-    upstream: { type: 'string' },
-    listen: { type: 'string' },
-    admin: { type: 'string' },
-    'token-header': { type: 'string' },
-    'max-body': { type: 'string' },
-    'max-headers': { type: 'string' },
-    'max-query-params': { type: 'string' },
-    'replay-max-entries': { type: 'string' },
-    'log-level': { type: 'string' },
-    'admin-token-file': { type: 'string' },
-    'admin-public-url': { type: 'string' },
-    'admin-insecure-no-token': { type: 'boolean' },
-    'audit-key-file': { type: 'string' },
-    'audit-spool': { type: 'string' },
-    'audit-export': { type: 'string', multiple: true },
-    'audit-durability': { type: 'string' },
-    'audit-spool-max-bytes': { type: 'string' },
-    'audit-flush-ms': { type: 'string' },
-    'audit-max-batch': { type: 'string' },
-    'audit-drain-ms': { type: 'string' },
-    'metrics-agent-label': { type: 'boolean' },
-    redis: { type: 'string' },
-    'agent-key': { type: 'string' },
-    agent: { type: 'string' },
-    'provider-key-file': { type: 'string' },
-    'no-watch': { type: 'boolean' },
-    'egress-allow-remote': { type: 'boolean' },
-    'shutdown-grace-ms': { type: 'string' },
-    'drain-delay-ms': { type: 'string' },
-    'redis-password-file': { type: 'string' },
-    'redis-sentinels': { type: 'string' },
-    'redis-sentinel-name': { type: 'string' },
-    'redis-cluster': { type: 'string' },
-    'redis-prefix': { type: 'string' },
-    'redis-timeout-ms': { type: 'string' },
-    'metrics-max-agents': { type: 'string' },
-  }, USAGE);
+  const args = parseCommand(
+    argv,
+    {
+      policy: { type: 'string' },
+      upstream: { type: 'string' },
+      listen: { type: 'string' },
+      admin: { type: 'string' },
+      'token-header': { type: 'string' },
+      'max-body': { type: 'string' },
+      'max-headers': { type: 'string' },
+      'max-query-params': { type: 'string' },
+      'replay-max-entries': { type: 'string' },
+      'log-level': { type: 'string' },
+      'admin-token-file': { type: 'string' },
+      'admin-public-url': { type: 'string' },
+      'admin-insecure-no-token': { type: 'boolean' },
+      'audit-key-file': { type: 'string' },
+      'audit-spool': { type: 'string' },
+      'audit-export': { type: 'string', multiple: true },
+      'audit-durability': { type: 'string' },
+      'audit-spool-max-bytes': { type: 'string' },
+      'audit-flush-ms': { type: 'string' },
+      'audit-max-batch': { type: 'string' },
+      'audit-drain-ms': { type: 'string' },
+      'metrics-agent-label': { type: 'boolean' },
+      redis: { type: 'string' },
+      'agent-key': { type: 'string' },
+      agent: { type: 'string' },
+      'provider-key-file': { type: 'string' },
+      'no-watch': { type: 'boolean' },
+      'egress-allow-remote': { type: 'boolean' },
+      'shutdown-grace-ms': { type: 'string' },
+      'drain-delay-ms': { type: 'string' },
+      'redis-password-file': { type: 'string' },
+      'redis-sentinels': { type: 'string' },
+      'redis-sentinel-name': { type: 'string' },
+      'redis-cluster': { type: 'string' },
+      'redis-prefix': { type: 'string' },
+      'redis-timeout-ms': { type: 'string' },
+      'metrics-max-agents': { type: 'string' },
+    },
+    USAGE,
+  );
   if (!args) return 0;
   const env = process.env;
   const v = args.values;
@@ -151,7 +155,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
   // Egress: whoever reaches the listener calls the provider as the agent, so it stays on loopback unless asked.
   const listen = v.listen ?? env.AGENTS_CHAIN_LISTEN ?? (egress ? '127.0.0.1:8080' : '0.0.0.0:8080');
   if (egress && !isLoopback(parseHostPort(listen, '--listen').host) && !v['egress-allow-remote']) {
-    throw new UsageError(`in egress mode anyone who reaches --listen ${listen} acts as the agent: listen on 127.0.0.1 (the agent's own pod) or add --egress-allow-remote`);
+    throw new UsageError(
+      `in egress mode anyone who reaches --listen ${listen} acts as the agent: listen on 127.0.0.1 (the agent's own pod) or add --egress-allow-remote`,
+    );
   }
   const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
   const maxAgents = positive(v['metrics-max-agents'], '--metrics-max-agents') ?? 100;
@@ -186,7 +192,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
     drainDelayMs: drainDelay(v['drain-delay-ms'] ?? env.AGENTS_CHAIN_DRAIN_DELAY_MS),
     redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
     appProbes: appProbesFrom(env[APP_PROBES_ENV]),
-  }).catch((err: unknown) => { throw listenerError(err, listeners); });
+  }).catch((err: unknown) => {
+    throw listenerError(err, listeners);
+  });
   // Live reload: the policy file is watched (ConfigMap symlink swaps included) and SIGHUP forces a re-read.
   reload = (): void => void sidecar.reloadPolicy();
   const watcher = v['no-watch'] ? undefined : watchPolicyFile(policyFile, reload);
@@ -221,11 +229,15 @@ async function auditOptions(v: Record<string, string | string[] | boolean | unde
 }
 
 function hostPorts(text: string, flag: string): { host: string; port: number }[] {
-  return text.split(',').map((t) => t.trim()).filter(Boolean).map((t) => {
-    const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(t);
-    if (!m) throw new UsageError(`${flag} takes HOST:PORT[,HOST:PORT...], got "${t}"`);
-    return { host: m[1] ?? m[2]!, port: Number(m[3]) };
-  });
+  return text
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((t) => {
+      const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(t);
+      if (!m) throw new UsageError(`${flag} takes HOST:PORT[,HOST:PORT...], got "${t}"`);
+      return { host: m[1] ?? m[2]!, port: Number(m[3]) };
+    });
 }
 
 async function redisOptions(v: Record<string, string | undefined>, env: NodeJS.ProcessEnv, service: string): Promise<RedisSettings | undefined> {
@@ -278,7 +290,8 @@ function positive(text: string | undefined, flag: string): number | undefined {
 function drainDelay(text: string | undefined): number {
   if (text === undefined || text === '') return DEFAULT_DRAIN_DELAY_MS;
   const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`--drain-delay-ms (AGENTS_CHAIN_DRAIN_DELAY_MS) must be a whole number of milliseconds, 0 or more, got "${text}"`);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new UsageError(`--drain-delay-ms (AGENTS_CHAIN_DRAIN_DELAY_MS) must be a whole number of milliseconds, 0 or more, got "${text}"`);
   return n;
 }
 

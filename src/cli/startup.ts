@@ -52,7 +52,10 @@ function errnoText(e: NodeJS.ErrnoException & { address?: string; port?: number 
   const where = e.path ?? (host !== undefined ? (e.port !== undefined ? `${host}:${e.port}` : host) : undefined);
   let description = e.message.slice(at + e.code.length + 2).split(', ')[0]!;
   for (const tail of [e.address !== undefined && e.port !== undefined ? `${e.address}:${e.port}` : undefined, e.address]) {
-    if (tail && description.endsWith(` ${tail}`)) { description = description.slice(0, -tail.length - 1); break; }
+    if (tail && description.endsWith(` ${tail}`)) {
+      description = description.slice(0, -tail.length - 1);
+      break;
+    }
   }
   return `${e.syscall}${where !== undefined ? ` ${where}` : ''}${label ? ` (${label})` : ''}: ${description} (${e.code})`;
 }

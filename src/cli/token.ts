@@ -16,9 +16,16 @@ Options:
 `;
 
 export async function tokenCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, {
-    key: { type: 'string' }, agent: { type: 'string' }, capability: { type: 'string' }, ttl: { type: 'string' },
-  }, USAGE);
+  const args = parseCommand(
+    argv,
+    {
+      key: { type: 'string' },
+      agent: { type: 'string' },
+      capability: { type: 'string' },
+      ttl: { type: 'string' },
+    },
+    USAGE,
+  );
   if (!args) return 0;
   const v = args.values;
   const keyFile = required(v.key, '--key', USAGE);

@@ -30,16 +30,27 @@ Options:
 `;
 
 export async function webhookCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(argv, {
-    'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, listen: { type: 'string' }, defaults: { type: 'string' }, 'tls-reload-ms': { type: 'string' }, image: { type: 'string' }, 'native-sidecar': { type: 'boolean' },
-  }, USAGE);
+  const args = parseCommand(
+    argv,
+    {
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      listen: { type: 'string' },
+      defaults: { type: 'string' },
+      'tls-reload-ms': { type: 'string' },
+      image: { type: 'string' },
+      'native-sidecar': { type: 'boolean' },
+    },
+    USAGE,
+  );
   if (!args) return 0;
   const v = args.values;
   const env = process.env;
   const certFile = required(v['tls-cert'] ?? env.AGENTS_CHAIN_TLS_CERT, '--tls-cert', USAGE);
   const keyFile = required(v['tls-key'] ?? env.AGENTS_CHAIN_TLS_KEY, '--tls-key', USAGE);
   const reloadMs = Number(v['tls-reload-ms'] ?? 10_000);
-  if (!Number.isInteger(reloadMs) || reloadMs < 100) throw new UsageError(`--tls-reload-ms must be a whole number of ms, at least 100, got "${v['tls-reload-ms']}"`);
+  if (!Number.isInteger(reloadMs) || reloadMs < 100)
+    throw new UsageError(`--tls-reload-ms must be a whole number of ms, at least 100, got "${v['tls-reload-ms']}"`);
   // A start that fails (a missing file, a busy port) is one "startup failed" log line (main.ts).
   let cert = Buffer.from(await readFlagFile('--tls-cert', certFile));
   let key = Buffer.from(await readFlagFile('--tls-key', keyFile));
@@ -50,30 +61,50 @@ export async function webhookCommand(argv: string[]): Promise<number> {
   } catch (err) {
     throw new StartupError(`--tls-cert ${certFile} / --tls-key ${keyFile}: ${(err as Error).message}`, err);
   }
-  const server = createServer({ cert, key, minVersion: 'TLSv1.2' }, webhookHandler(defaults, { info: (msg, fields) => log.info(msg, fields), warn: (msg, fields) => log.warn(msg, fields) }));
+  const server = createServer(
+    { cert, key, minVersion: 'TLSv1.2' },
+    webhookHandler(defaults, { info: (msg, fields) => log.info(msg, fields), warn: (msg, fields) => log.warn(msg, fields) }),
+  );
   const at = parseHostPort(v.listen ?? '0.0.0.0:8443', '--listen');
-  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(at.port, at.host, resolve); })
-    .catch((err: unknown) => { throw new StartupError(startupErrorText(err, '--listen'), err); });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(at.port, at.host, resolve);
+  }).catch((err: unknown) => {
+    throw new StartupError(startupErrorText(err, '--listen'), err);
+  });
   const addr = server.address() as { address: string; port: number };
-  log.info('webhook listening', { listen: `https://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`, image: defaults.image, capture: defaults.captureMode, port: defaults.port, adminPort: defaults.adminPort });
+  log.info('webhook listening', {
+    listen: `https://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`,
+    image: defaults.image,
+    capture: defaults.captureMode,
+    port: defaults.port,
+    adminPort: defaults.adminPort,
+  });
   // The API server refuses an expired certificate, and with failurePolicy Fail that stops every annotated
   // rollout: follow the Secret's renewals (an atomic swap of both files) without a restart.
   const reload = setInterval(() => {
-    void Promise.all([readFile(certFile), readFile(keyFile)]).then(([c, k]) => {
-      if (c.equals(cert) && k.equals(key)) return;
-      try {
-        createSecureContext({ cert: c, key: k }); // refuses a key that does not match the certificate
-        server.setSecureContext({ cert: c, key: k, minVersion: 'TLSv1.2' });
-        cert = c;
-        key = k;
-        log.info('webhook certificate reloaded', { cert: certFile });
-      } catch (err) {
-        log.warn('webhook certificate not reloaded: still serving the previous one', { cert: certFile, error: (err as Error).message });
-      }
-    }, (err: Error) => log.warn('webhook certificate files unreadable: still serving the previous one', { error: err.message }));
+    void Promise.all([readFile(certFile), readFile(keyFile)]).then(
+      ([c, k]) => {
+        if (c.equals(cert) && k.equals(key)) return;
+        try {
+          createSecureContext({ cert: c, key: k }); // refuses a key that does not match the certificate
+          server.setSecureContext({ cert: c, key: k, minVersion: 'TLSv1.2' });
+          cert = c;
+          key = k;
+          log.info('webhook certificate reloaded', { cert: certFile });
+        } catch (err) {
+          log.warn('webhook certificate not reloaded: still serving the previous one', { cert: certFile, error: (err as Error).message });
+        }
+      },
+      (err: Error) => log.warn('webhook certificate files unreadable: still serving the previous one', { error: err.message }),
+    );
   }, reloadMs);
   reload.unref();
-  const stop = (): void => { clearInterval(reload); server.close(() => process.exit(0)); server.closeIdleConnections(); };
+  const stop = (): void => {
+    clearInterval(reload);
+    server.close(() => process.exit(0));
+    server.closeIdleConnections();
+  };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   return 0;

@@ -14,7 +14,9 @@ export const MAX_TOKEN_LIFETIME_SECONDS = 60;
 export function tokenLifetime(ttlSeconds: number | undefined): number {
   const ttl = ttlSeconds ?? MAX_TOKEN_LIFETIME_SECONDS;
   if (!Number.isSafeInteger(ttl) || ttl < 1 || ttl > MAX_TOKEN_LIFETIME_SECONDS) {
-    throw new RangeError(`ttlSeconds must be a whole number of seconds from 1 to ${MAX_TOKEN_LIFETIME_SECONDS} (the sidecar refuses a token that lives longer), got ${ttl}`);
+    throw new RangeError(
+      `ttlSeconds must be a whole number of seconds from 1 to ${MAX_TOKEN_LIFETIME_SECONDS} (the sidecar refuses a token that lives longer), got ${ttl}`,
+    );
   }
   return ttl;
 }
@@ -64,12 +66,7 @@ async function signingKey(privateJwk: JWK) {
 }
 
 /** One-shot form of createAgentSigner(...).sign(...). */
-export async function mintAgentToken(opts: {
-  privateJwk: JWK;
-  agentId: string;
-  capability: string;
-  ttlSeconds?: number;
-}): Promise<string> {
+export async function mintAgentToken(opts: { privateJwk: JWK; agentId: string; capability: string; ttlSeconds?: number }): Promise<string> {
   const signer = await createAgentSigner(opts.privateJwk, opts.agentId);
   return signer.sign(opts.capability, { ttlSeconds: opts.ttlSeconds });
 }
@@ -93,9 +90,7 @@ export async function createHostSigner(privateJwk: JWK): Promise<HostSigner> {
     async sign(audience, options = {}) {
       const ttl = tokenLifetime(options.ttlSeconds);
       const iat = options.now ?? Math.floor(Date.now() / 1000);
-      const claims = options.agentPublicKey
-        ? { agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: options.agentPublicKey.x } }
-        : {};
+      const claims = options.agentPublicKey ? { agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: options.agentPublicKey.x } } : {};
       return new SignJWT(claims)
         .setProtectedHeader({ alg: 'EdDSA', typ: HOST_TOKEN_TYPE })
         .setIssuer(thumbprint)
@@ -125,7 +120,10 @@ export function hostTokenHash(hostToken: string): string {
  * service's issuer, `ath` the hash of the host token it accompanies, at most
  * 60 s of lifetime. Sent as `agent_proof` in the registration body.
  */
-export async function createAgentProof(agentPrivateJwk: JWK, opts: { hostToken: string; audience: string; now?: number; ttlSeconds?: number }): Promise<string> {
+export async function createAgentProof(
+  agentPrivateJwk: JWK,
+  opts: { hostToken: string; audience: string; now?: number; ttlSeconds?: number },
+): Promise<string> {
   const ttl = tokenLifetime(opts.ttlSeconds);
   const { key, thumbprint } = await signingKey(agentPrivateJwk);
   const iat = opts.now ?? Math.floor(Date.now() / 1000);

@@ -10,16 +10,25 @@ describe('serve --max-headers / --max-query-params', () => {
     requireBuild();
     backend = await startBackend('node');
   });
-  afterAll(async () => { await backend?.close(); });
+  afterAll(async () => {
+    await backend?.close();
+  });
 
   const get = (listen: string, query: string, headers: number) =>
-    rawRequest(listen, [`GET /healthz?${query} HTTP/1.1`, 'Host: s', 'Connection: close', ...Array.from({ length: headers }, (_, i) => `x-h${i}: 1`), '', ''].join('\r\n'));
+    rawRequest(
+      listen,
+      [`GET /healthz?${query} HTTP/1.1`, 'Host: s', 'Connection: close', ...Array.from({ length: headers }, (_, i) => `x-h${i}: 1`), '', ''].join('\r\n'),
+    );
 
   it.each([
     ['flags', ['--max-headers', '6', '--max-query-params', '3'], {}],
     ['environment', [], { AGENTS_CHAIN_MAX_HEADERS: '6', AGENTS_CHAIN_MAX_QUERY_PARAMS: '3' }],
   ])('reads the limits from %s', async (_how, flags, env) => {
-    const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', backend.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', ...flags], /sidecar listening/, env);
+    const sc = await startCli(
+      ['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', backend.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', ...flags],
+      /sidecar listening/,
+      env,
+    );
     const { listen } = JSON.parse(sc.line) as { listen: string };
     try {
       const before = backend.seen().length;
@@ -38,7 +47,8 @@ describe('serve --max-headers / --max-query-params', () => {
   });
 
   it('refuses a limit that is not a positive whole number', async () => {
-    await expect(startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', backend.url, '--max-headers', '0'], /sidecar listening/))
-      .rejects.toThrow(/--max-headers must be a positive whole number/);
+    await expect(
+      startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', backend.url, '--max-headers', '0'], /sidecar listening/),
+    ).rejects.toThrow(/--max-headers must be a positive whole number/);
   });
 });

@@ -20,7 +20,17 @@ describe('agents-chain CLI', () => {
   const COMMANDS = ['serve', 'keygen', 'register', 'inject', 'webhook', 'capture', 'token', 'policy', 'context', 'approvals', 'audit'];
 
   it('prints help for every command', async () => {
-    const all = [['--help'], ['-h'], ['help'], ['policy', 'check', '--help'], ...COMMANDS.flatMap((c) => [[c, '--help'], [c, '-h'], ['help', c]])];
+    const all = [
+      ['--help'],
+      ['-h'],
+      ['help'],
+      ['policy', 'check', '--help'],
+      ...COMMANDS.flatMap((c) => [
+        [c, '--help'],
+        [c, '-h'],
+        ['help', c],
+      ]),
+    ];
     for (const [args, r] of await Promise.all(all.map(async (args) => [args, await runCli(args)] as const))) {
       expect(r.code, args.join(' ')).toBe(0);
       expect(r.stdout, args.join(' ')).toMatch(/^Usage: agents-chain/m);
@@ -55,18 +65,21 @@ describe('agents-chain CLI', () => {
     expect(ok.stdout).toMatch(/ok \(4 capabilities, 2 agents, 4 grants, 1 host\)/);
 
     const bad = join(dir, 'bad.yaml');
-    await writeFile(bad, [
-      'version: 1',
-      'provider: { name: x, issuer: https://x.example.com }',
-      'capabilities:',
-      '  - { name: a, method: GET, path: "/items/{id}" }',
-      '  - { name: b, method: GET, path: /items/export }',
-      'grants:',
-      '  - agent: ghost',
-      '    capability: a',
-      '    status: active',
-      '',
-    ].join('\n'));
+    await writeFile(
+      bad,
+      [
+        'version: 1',
+        'provider: { name: x, issuer: https://x.example.com }',
+        'capabilities:',
+        '  - { name: a, method: GET, path: "/items/{id}" }',
+        '  - { name: b, method: GET, path: /items/export }',
+        'grants:',
+        '  - agent: ghost',
+        '    capability: a',
+        '    status: active',
+        '',
+      ].join('\n'),
+    );
     const r = await runCli(['policy', 'check', bad]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`${bad}:5:35: capabilities[1].path: route GET /items/export overlaps capabilities[0] (GET /items/{id})`);
@@ -101,7 +114,10 @@ describe('agents-chain CLI', () => {
       const lines = stderr.split('\n');
       const at = lines.indexOf(`policy entry (paste under ${list}:):`);
       expect(at, stderr).toBeGreaterThan(-1);
-      return `${lines.slice(at + 1).filter((l) => l.startsWith('  ')).join('\n')}\n`;
+      return `${lines
+        .slice(at + 1)
+        .filter((l) => l.startsWith('  '))
+        .join('\n')}\n`;
     };
     const paste = (text: string, list: string, block: string): string => {
       expect(text).toContain(`\n${list}:\n`);
@@ -141,12 +157,19 @@ describe('agents-chain CLI', () => {
 
   describe('serve', () => {
     let app: Recorder;
-    beforeAll(async () => { app = await startRecorder(); });
-    afterAll(async () => { await app.close(); });
+    beforeAll(async () => {
+      app = await startRecorder();
+    });
+    afterAll(async () => {
+      await app.close();
+    });
 
     it('refuses to start on an invalid policy, naming the problem', async () => {
       const bad = join(dir, 'invalid.yaml');
-      await writeFile(bad, 'version: 1\nprovider: { name: x, issuer: https://x.example.com }\ncapabilities: []\nagents:\n  - { id: a, name: a, publicKey: { kty: OKP, crv: Ed25519, x: short } }\n');
+      await writeFile(
+        bad,
+        'version: 1\nprovider: { name: x, issuer: https://x.example.com }\ncapabilities: []\nagents:\n  - { id: a, name: a, publicKey: { kty: OKP, crv: Ed25519, x: short } }\n',
+      );
       const r = await runCli(['serve', '--policy', bad, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0']);
       expect(r.code).toBe(1);
       const f = startupFailure(r);
@@ -163,17 +186,49 @@ describe('agents-chain CLI', () => {
         await new Promise<void>((r) => held.listen(0, '127.0.0.1', r));
         busy = `127.0.0.1:${(held.address() as AddressInfo).port}`;
       });
-      afterAll(async () => { await new Promise((r) => held.close(r)); });
+      afterAll(async () => {
+        await new Promise((r) => held.close(r));
+      });
       const serve = (...more: string[]) => ['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--no-watch', ...more];
 
       it.each([
-        ['a busy --listen port', () => serve('--listen', busy, '--admin', '127.0.0.1:0'), 1, () => `listen ${busy} (--listen): address already in use (EADDRINUSE)`, 'EADDRINUSE'],
+        [
+          'a busy --listen port',
+          () => serve('--listen', busy, '--admin', '127.0.0.1:0'),
+          1,
+          () => `listen ${busy} (--listen): address already in use (EADDRINUSE)`,
+          'EADDRINUSE',
+        ],
         // --listen is already bound when --admin fails: the process must still exit.
-        ['a busy --admin port', () => serve('--listen', '127.0.0.1:0', '--admin', busy), 1, () => `listen ${busy} (--admin): address already in use (EADDRINUSE)`, 'EADDRINUSE'],
-        ['an unknown flag', () => serve('--listn', '127.0.0.1:0'), 2, () => "Unknown option '--listn' (agents-chain serve --help lists the options)", undefined],
-        ['a bad flag value', () => serve('--max-headers', 'many'), 2, () => '--max-headers must be a positive whole number (agents-chain serve --help lists the options)', undefined],
+        [
+          'a busy --admin port',
+          () => serve('--listen', '127.0.0.1:0', '--admin', busy),
+          1,
+          () => `listen ${busy} (--admin): address already in use (EADDRINUSE)`,
+          'EADDRINUSE',
+        ],
+        [
+          'an unknown flag',
+          () => serve('--listn', '127.0.0.1:0'),
+          2,
+          () => "Unknown option '--listn' (agents-chain serve --help lists the options)",
+          undefined,
+        ],
+        [
+          'a bad flag value',
+          () => serve('--max-headers', 'many'),
+          2,
+          () => '--max-headers must be a positive whole number (agents-chain serve --help lists the options)',
+          undefined,
+        ],
         ['no --policy', () => ['serve'], 2, () => '--policy is required (agents-chain serve --help lists the options)', undefined],
-        ['a missing key file', () => serve('--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--audit-key-file', '/nonexistent/audit.key', '--audit-export', 'stdout'), 1, () => 'open /nonexistent/audit.key (--audit-key-file): no such file or directory (ENOENT)', 'ENOENT'],
+        [
+          'a missing key file',
+          () => serve('--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--audit-key-file', '/nonexistent/audit.key', '--audit-export', 'stdout'),
+          1,
+          () => 'open /nonexistent/audit.key (--audit-key-file): no such file or directory (ENOENT)',
+          'ENOENT',
+        ],
       ])('%s', async (_what, args, exitCode, error, code) => {
         const r = await runCli(args(), { AGENTS_CHAIN_POLICY: '', AGENTS_CHAIN_ADMIN_TOKEN: '' });
         expect(r.code).toBe(exitCode);
@@ -186,13 +241,21 @@ describe('agents-chain CLI', () => {
       it('webhook: a busy port, a missing certificate', async () => {
         const r = await runCli(['webhook', '--tls-cert', '/nonexistent/tls.crt', '--tls-key', '/nonexistent/tls.key', '--listen', busy]);
         expect(r.code).toBe(1);
-        expect(startupFailure(r)).toMatchObject({ command: 'webhook', error: 'open /nonexistent/tls.crt (--tls-cert): no such file or directory (ENOENT)', code: 'ENOENT' });
+        expect(startupFailure(r)).toMatchObject({
+          command: 'webhook',
+          error: 'open /nonexistent/tls.crt (--tls-cert): no such file or directory (ENOENT)',
+          code: 'ENOENT',
+        });
         const cert = join(dir, 'tls.crt');
         const key = join(dir, 'tls.key');
         selfSignedCert(cert, key);
         const b = await runCli(['webhook', '--tls-cert', cert, '--tls-key', key, '--listen', busy]);
         expect(b.code).toBe(1);
-        expect(startupFailure(b)).toMatchObject({ command: 'webhook', error: `listen ${busy} (--listen): address already in use (EADDRINUSE)`, code: 'EADDRINUSE' });
+        expect(startupFailure(b)).toMatchObject({
+          command: 'webhook',
+          error: `listen ${busy} (--listen): address already in use (EADDRINUSE)`,
+          code: 'EADDRINUSE',
+        });
       });
     });
 
@@ -205,7 +268,15 @@ describe('agents-chain CLI', () => {
       });
       try {
         const { listen, admin } = JSON.parse(line);
-        const t = await runCli(['token', '--key', `${ROOT}config/examples/keys/billing-bot.private.jwk.json`, '--agent', 'agent-billing-bot', '--capability', 'getInvoice']);
+        const t = await runCli([
+          'token',
+          '--key',
+          `${ROOT}config/examples/keys/billing-bot.private.jwk.json`,
+          '--agent',
+          'agent-billing-bot',
+          '--capability',
+          'getInvoice',
+        ]);
         const r = await request(`${listen}/invoices/inv-9`, { headers: { authorization: `Bearer ${t.stdout.trim()}` } });
         expect(r.statusCode).toBe(200);
         await r.body.text();

@@ -18,13 +18,20 @@ const hasMake = spawnSync('make', ['--version']).status === 0;
 describe.skipIf(!hasMake)('make build / make demo', () => {
   let dir: string;
   const make = (...args: string[]) => {
-    const r = spawnSync('make', ['--no-print-directory', '-f', MAKEFILE, ...args], { cwd: dir, encoding: 'utf8', env: { ...process.env, AGENTS_CHAIN_LISTEN: '', AGENTS_CHAIN_ADMIN: '' } });
+    const r = spawnSync('make', ['--no-print-directory', '-f', MAKEFILE, ...args], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, AGENTS_CHAIN_LISTEN: '', AGENTS_CHAIN_ADMIN: '' },
+    });
     return { status: r.status, out: `${r.stdout}${r.stderr}`, ranTsc: /npx tsc -p tsconfig\.json/.test(r.stdout) };
   };
   // Timestamps from a clock of the test's own, in the past and a whole second apart: no file system's
   // granularity hides a change, and the stamp a build leaves is set back on that clock after each build.
   let clock = Math.floor(Date.now() / 1000) - 100_000;
-  const touch = async (...files: string[]) => { clock += 1; for (const f of files) await utimes(join(dir, f), clock, clock); };
+  const touch = async (...files: string[]) => {
+    clock += 1;
+    for (const f of files) await utimes(join(dir, f), clock, clock);
+  };
   const build = async () => {
     const r = make('build');
     expect(r.status, r.out).toBe(0);
@@ -39,8 +46,14 @@ describe.skipIf(!hasMake)('make build / make demo', () => {
     await mkdir(join(dir, 'node_modules/.bin'), { recursive: true });
     await writeFile(join(dir, 'src/cli/main.ts'), "console.log('cli');\n");
     // The demo recipe's program: it prints the overrides it was given.
-    await writeFile(join(dir, 'src/demo/run.ts'), "declare const process: { env: Record<string, string | undefined> };\nconsole.log(JSON.stringify({ listen: process.env.AGENTS_CHAIN_LISTEN, admin: process.env.AGENTS_CHAIN_ADMIN }));\n");
-    await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'ES2022', outDir: 'dist', rootDir: 'src', types: [] }, include: ['src'] }));
+    await writeFile(
+      join(dir, 'src/demo/run.ts'),
+      'declare const process: { env: Record<string, string | undefined> };\nconsole.log(JSON.stringify({ listen: process.env.AGENTS_CHAIN_LISTEN, admin: process.env.AGENTS_CHAIN_ADMIN }));\n',
+    );
+    await writeFile(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'ES2022', outDir: 'dist', rootDir: 'src', types: [] }, include: ['src'] }),
+    );
     await writeFile(join(dir, 'package.json'), '{ "type": "module" }\n');
     await writeFile(join(dir, 'package-lock.json'), '{}\n');
     // Installed after package.json and the lock (so make never runs npm ci here), with the repository's tsc.
@@ -49,7 +62,9 @@ describe.skipIf(!hasMake)('make build / make demo', () => {
     await touch('package.json', 'package-lock.json');
     await touch('node_modules/.package-lock.json', 'tsconfig.json', 'src', 'src/cli', 'src/demo', 'src/cli/main.ts', 'src/demo/run.ts');
   });
-  afterAll(async () => { if (dir) await rm(dir, { recursive: true, force: true }); });
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
 
   it('runs tsc on the first build only; a changed, added or removed source, tsconfig.json or the lock file runs it again', async () => {
     const first = await build();
@@ -84,7 +99,11 @@ describe.skipIf(!hasMake)('make build / make demo', () => {
     expect(demo.status, demo.out).toBe(0);
     expect(demo.ranTsc, demo.out).toBe(false);
     expect(demo.out).toContain('{"listen":"127.0.0.1:18080","admin":"127.0.0.1:19090"}');
-    const viaEnv = spawnSync('make', ['--no-print-directory', '-f', MAKEFILE, 'demo'], { cwd: dir, encoding: 'utf8', env: { ...process.env, AGENTS_CHAIN_LISTEN: '127.0.0.1:18081', AGENTS_CHAIN_ADMIN: '127.0.0.1:19091' } });
+    const viaEnv = spawnSync('make', ['--no-print-directory', '-f', MAKEFILE, 'demo'], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, AGENTS_CHAIN_LISTEN: '127.0.0.1:18081', AGENTS_CHAIN_ADMIN: '127.0.0.1:19091' },
+    });
     expect(viaEnv.stdout).toContain('{"listen":"127.0.0.1:18081","admin":"127.0.0.1:19091"}');
     expect(viaEnv.stdout).not.toMatch(/npx tsc/);
   });
@@ -92,7 +111,11 @@ describe.skipIf(!hasMake)('make build / make demo', () => {
   it('the real demo listens where the overrides say', async () => {
     requireBuild();
     // -o build: the dist/ the suite was built with, never recompiled under the other tests.
-    const child = spawn('make', ['--no-print-directory', '-o', 'build', 'demo', 'AGENTS_CHAIN_LISTEN=127.0.0.1:0', 'AGENTS_CHAIN_ADMIN=127.0.0.1:0'], { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('make', ['--no-print-directory', '-o', 'build', 'demo', 'AGENTS_CHAIN_LISTEN=127.0.0.1:0', 'AGENTS_CHAIN_ADMIN=127.0.0.1:0'], {
+      cwd: ROOT,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     try {
       let out = '';
       const urls = await new Promise<{ sidecar: string; admin: string }>((resolve, reject) => {

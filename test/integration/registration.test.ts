@@ -62,6 +62,14 @@ describe('discovery, registration and host identity', () => {
     const notGranted = await call(`${sidecar.url}/invoices/inv-1`, { method: 'DELETE', token: await agent.sign('deleteInvoice') });
     expect(notGranted).toMatchObject({ status: 403, json: { error: 'capability_denied' } });
 
+    // Its constraint context lists its own grants (the host's defaults as narrowed), not the policy's (none).
+    const ctx = await call(`${sidecar.url}/agent/constraints`, { token: await agent.sign('constraint_context'), headers: { accept: 'application/json' } });
+    expect(ctx.status).toBe(200);
+    expect(ctx.json.capabilities.map((c: { capability: string; constraints: unknown }) => [c.capability, c.constraints])).toEqual([
+      ['createInvoice', { amount: { max: 500 }, currency: { in: ['USD', 'EUR'] } }],
+      ['getInvoice', {}],
+    ]);
+
     // The capability list shows the caller's grants when it authenticates, and pages with a cursor.
     const page1 = await call(`${sidecar.url}/capability/list?limit=2`, { token: await agent.sign('capability_list') });
     expect(page1.json.capabilities.map((c: { name: string }) => c.name)).toEqual(['createInvoice', 'deleteInvoice']);

@@ -18,7 +18,10 @@ export interface Run {
 /** Runs the built CLI to completion, with `stdin` as its standard input when given. */
 export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, stdin?: string): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { ...process.env, ...env },
+      stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
     if (stdin !== undefined) child.stdin!.end(stdin);
     let stdout = '';
     let stderr = '';
@@ -34,15 +37,24 @@ export function startCli(args: string[], ready: RegExp, env: NodeJS.ProcessEnv =
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`CLI did not become ready:\n${out}`)); }, 10_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`CLI did not become ready:\n${out}`));
+    }, 10_000);
     const onData = (d: Buffer): void => {
       out += d;
       const line = out.split('\n').find((l) => ready.test(l));
-      if (line) { clearTimeout(timer); resolve({ child, line, output: () => out }); }
+      if (line) {
+        clearTimeout(timer);
+        resolve({ child, line, output: () => out });
+      }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', (d) => (out += d));
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`CLI exited (${code}) before ready:\n${out}`)); });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`CLI exited (${code}) before ready:\n${out}`));
+    });
   });
 }
 
@@ -65,7 +77,11 @@ export interface StartupFailure {
 export function startupFailure(r: Run): StartupFailure {
   const lines = r.stdout.split('\n').filter(Boolean);
   const parsed = lines.map((l) => {
-    try { return JSON.parse(l) as Record<string, unknown>; } catch { throw new Error(`a stdout line is not JSON: ${l}\n${r.stdout}${r.stderr}`); }
+    try {
+      return JSON.parse(l) as Record<string, unknown>;
+    } catch {
+      throw new Error(`a stdout line is not JSON: ${l}\n${r.stdout}${r.stderr}`);
+    }
   });
   if (r.stderr !== '') throw new Error(`stderr is not empty:\n${r.stderr}`);
   if (/\n\s+at /.test(r.stdout) || /\\n\s+at /.test(r.stdout)) throw new Error(`a stack trace:\n${r.stdout}`);

@@ -1,12 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { verifyAgentToken } from '../../../src/auth/verify.js';
-import {
-  createAgentProof,
-  createAgentSigner,
-  createHostSigner,
-  MAX_TOKEN_LIFETIME_SECONDS,
-  mintAgentToken,
-} from '../../../src/identity/client.js';
+import { createAgentProof, createAgentSigner, createHostSigner, MAX_TOKEN_LIFETIME_SECONDS, mintAgentToken } from '../../../src/identity/client.js';
 import { generateAgentKeyPair, importAgentKey, type AgentKeyPair } from '../../../src/identity/keys.js';
 import type { Agent } from '../../../src/policy/types.js';
 import { signClaims } from '../../support/tokens.js';
@@ -34,7 +28,11 @@ describe('the client helper refuses a token lifetime the sidecar would refuse', 
     const byDefault = await signer.sign(CAP, { now: NOW });
     expect(await verifyAgentToken(byDefault, CAP, agents, NOW)).toMatchObject({ claims: { exp: NOW + MAX_TOKEN_LIFETIME_SECONDS } });
     // The same token with one more second, signed by hand: the bound the signer enforces is the sidecar's.
-    const tooLong = signClaims(keys.privateJwk, { alg: 'EdDSA', typ: 'agent+jwt' }, { sub: AGENT_ID, iss: keys.thumbprint, aud: CAP, iat: NOW, exp: NOW + MAX_TOKEN_LIFETIME_SECONDS + 1, jti: 'j-1' });
+    const tooLong = signClaims(
+      keys.privateJwk,
+      { alg: 'EdDSA', typ: 'agent+jwt' },
+      { sub: AGENT_ID, iss: keys.thumbprint, aud: CAP, iat: NOW, exp: NOW + MAX_TOKEN_LIFETIME_SECONDS + 1, jti: 'j-1' },
+    );
     expect(code(await verifyAgentToken(tooLong, CAP, agents, NOW))).toBe('token_invalid');
   });
 
