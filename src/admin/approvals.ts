@@ -1,5 +1,5 @@
 import type { ApprovalService, ResolutionError } from '../approvals/service.js';
-import type { AccessRequest } from '../approvals/types.js';
+import type { AccessRequest, ValueApproval } from '../approvals/types.js';
 import { redactForReview } from '../audit/redact.js';
 import { deny, type Denial } from '../errors.js';
 import { jsonReply, type Reply } from '../http/respond.js';
@@ -17,6 +17,11 @@ export function requestView(r: AccessRequest): Record<string, unknown> {
   };
 }
 
+/** A value approval as operators see it: times in RFC 3339, like every other admin answer. */
+export function valueApprovalView(a: ValueApproval): Record<string, unknown> {
+  return { ...a, createdAt: new Date(a.createdAt).toISOString(), expiresAt: new Date(a.expiresAt).toISOString() };
+}
+
 const RESOLUTION_MESSAGE: Record<ResolutionError, string> = {
   not_found: 'no such access request',
   already_resolved: 'this request was already approved, denied or expired',
@@ -30,7 +35,7 @@ function resolution(e: ResolutionError): Denial {
 }
 
 /** POST /approvals/{id}/approve|deny|code with {code, scope?, reason?}. */
-export async function resolveRequest(approvals: ApprovalService, id: string, action: string, body: Record<string, unknown>): Promise<Reply | Denial> {
+export async function resolveRequest(approvals: ApprovalService, id: string, action: 'approve' | 'deny' | 'code', body: Record<string, unknown>): Promise<Reply | Denial> {
   switch (action) {
     case 'approve': {
       const r = await approvals.approve(id, body.code, body.scope ?? 'once');
@@ -44,7 +49,5 @@ export async function resolveRequest(approvals: ApprovalService, id: string, act
       const r = await approvals.reissueCode(id);
       return typeof r === 'string' ? resolution(r) : jsonReply(200, { ...requestView(r.request), code: r.code });
     }
-    default:
-      return deny('not_found', `no admin action "${action}"`);
   }
 }

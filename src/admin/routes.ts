@@ -9,7 +9,7 @@ import { APP_HEALTH_PREFIX, appHealthAnswer, type AppProbes } from '../kubernete
 import type { Logger } from '../log.js';
 import type { SidecarMetrics } from '../metrics/metrics.js';
 import type { AgentRegistry } from '../registration/registry.js';
-import { requestView, resolveRequest } from './approvals.js';
+import { requestView, resolveRequest, valueApprovalView } from './approvals.js';
 
 export interface AdminContext {
   /** Each readiness check by name: true when it passes. */
@@ -64,7 +64,7 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
   { methods: ['GET'], path: '/agents', access: 'token', needs: HOSTS, handle: async (_req, _p, ctx) => jsonReply(200, { agents: (await registryOf(ctx).list()).map(agentView) }) },
   { methods: ['POST'], path: '/agents/{id}/revoke', access: 'token', needs: HOSTS, handle: revokeAgent },
   { methods: ['GET'], path: '/approvals', access: 'token', needs: APPROVALS, handle: async (_req, _p, ctx) => jsonReply(200, { requests: (await approvalsOf(ctx).pending()).map(requestView) }) },
-  { methods: ['GET'], path: '/approvals/grants', access: 'token', needs: APPROVALS, handle: async (_req, _p, ctx) => jsonReply(200, { grants: await approvalsOf(ctx).valueApprovals() }) },
+  { methods: ['GET'], path: '/approvals/grants', access: 'token', needs: APPROVALS, handle: async (_req, _p, ctx) => jsonReply(200, { grants: (await approvalsOf(ctx).valueApprovals()).map(valueApprovalView) }) },
   { methods: ['DELETE'], path: '/approvals/grants/{id}', access: 'token', needs: APPROVALS, handle: async (_req, p, ctx) => {
     const id = p.id ?? '';
     return (await approvalsOf(ctx).revokeValueApproval(id)) ? jsonReply(200, { revoked: id }) : deny('not_found', 'no such value approval');
@@ -73,10 +73,14 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     const r = await approvalsOf(ctx).get(p.id ?? '');
     return r ? jsonReply(200, requestView(r)) : deny('not_found', 'no such access request');
   } },
-  { methods: ['POST'], path: '/approvals/{id}/{action}', access: 'token', needs: APPROVALS, handle: async (req, p, ctx) => {
-    const body = await readJsonObject(req, 'expected a JSON object');
-    return isDenial(body) ? body : resolveRequest(approvalsOf(ctx), p.id ?? '', p.action ?? '', body);
-  } },
+  // The action is a literal segment (never percent-decoded): a front proxy's rule on ".../approve" sees what runs.
+  ...(['approve', 'deny', 'code'] as const).map((action): AdminRoute => ({
+    methods: ['POST'], path: `/approvals/{id}/${action}`, access: 'token', needs: APPROVALS, handle: async (req, p, ctx) => {
+      const body = await readJsonObject(req, 'expected a JSON object');
+      return isDenial(body) ? body : resolveRequest(approvalsOf(ctx), p.id ?? '', action, body);
+    },
+  })),
+  { methods: ['POST'], path: '/approvals/{id}/{action}', access: 'token', needs: APPROVALS, handle: (_req, p) => deny('not_found', `no admin action "${p.action ?? ''}"`) },
 ];
 
 function readiness(ctx: AdminContext): Reply {

@@ -39,46 +39,7 @@ export async function approvalsCommand(argv: string[]): Promise<number> {
   const file = args.values['admin-token-file'];
   const token = file ? (await readFile(file, 'utf8')).trim() : process.env.AGENTS_CHAIN_ADMIN_TOKEN;
   if (!token) throw new UsageError(`an admin token is required (AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file)\n\n${USAGE}`);
-  const needId = (): string => {
-    if (!id) throw new UsageError(`${action} needs an ID\n\n${USAGE}`);
-    return encodeURIComponent(id);
-  };
-
-  let method: 'GET' | 'POST' | 'DELETE' = 'GET';
-  let path: string;
-  let body: unknown;
-  switch (action) {
-    case 'list':
-      path = '/approvals';
-      break;
-    case 'show':
-      path = `/approvals/${needId()}`;
-      break;
-    case 'approve':
-      method = 'POST';
-      path = `/approvals/${needId()}/approve`;
-      body = { code: args.values.code, scope: args.values.scope ?? 'once' };
-      break;
-    case 'deny':
-      method = 'POST';
-      path = `/approvals/${needId()}/deny`;
-      body = { code: args.values.code, reason: args.values.reason };
-      break;
-    case 'code':
-      method = 'POST';
-      path = `/approvals/${needId()}/code`;
-      body = {};
-      break;
-    case 'grants':
-      path = '/approvals/grants';
-      break;
-    case 'revoke':
-      method = 'DELETE';
-      path = `/approvals/grants/${needId()}`;
-      break;
-    default:
-      throw new UsageError(`unknown action "${action ?? ''}"\n\n${USAGE}`);
-  }
+  const { method, path, body } = adminCall(action, id, args.values);
   const res = await request(`${base}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
@@ -96,9 +57,40 @@ export async function approvalsCommand(argv: string[]): Promise<number> {
 }
 
 /**
- * Times as RFC 3339, as the rest of the admin API words them: the value approvals (`grants`) come
- * with createdAt / expiresAt in epoch milliseconds, which this prints as 2026-12-01T13:45:00.000Z.
+ * Times as RFC 3339, as the admin API words them: a sidecar of the previous release answered the value
+ * approvals (`grants`) with createdAt / expiresAt in epoch milliseconds, printed as 2026-12-01T13:45:00.000Z.
  */
 function rfc3339Times(key: string, value: unknown): unknown {
   return /At$/.test(key) && typeof value === 'number' && Number.isFinite(value) ? new Date(value).toISOString() : value;
+}
+
+/** The admin API call for an action; an unknown action, or a missing ID, is a usage error. */
+function adminCall(
+  action: string | undefined,
+  id: string | undefined,
+  v: { code?: string; scope?: string; reason?: string },
+): { method: 'GET' | 'POST' | 'DELETE'; path: string; body?: unknown } {
+  const needId = (): string => {
+    if (!id) throw new UsageError(`${action} needs an ID\n\n${USAGE}`);
+    return encodeURIComponent(id);
+  };
+  switch (action) {
+    case 'list':
+      return { method: 'GET', path: '/approvals' };
+    case 'show':
+      return { method: 'GET', path: `/approvals/${needId()}` };
+    case 'approve':
+      return { method: 'POST', path: `/approvals/${needId()}/approve`, body: { code: v.code, scope: v.scope ?? 'once' } };
+    case 'deny':
+      return { method: 'POST', path: `/approvals/${needId()}/deny`, body: { code: v.code, reason: v.reason } };
+    case 'code':
+      return { method: 'POST', path: `/approvals/${needId()}/code`, body: {} };
+    case 'grants':
+      return { method: 'GET', path: '/approvals/grants' };
+    case 'revoke':
+      return { method: 'DELETE', path: `/approvals/grants/${needId()}` };
+    case undefined:
+    default:
+      throw new UsageError(`unknown action "${action ?? ''}"\n\n${USAGE}`);
+  }
 }

@@ -156,6 +156,7 @@ async function ipv6Plan(): Promise<{ current?: string; addresses: string; reason
   } catch (err) {
     throw new Error(
       `the namespace has IPv6 addresses (${addresses}) but ip6tables does not work, so IPv6 traffic would bypass the sidecar: ${(err as Error).message}${IPV6_REMEDY}`,
+      { cause: err },
     );
   }
 }
@@ -166,6 +167,7 @@ async function installIpv6(opts: CaptureOptions, current: string, addresses: str
   } catch (err) {
     throw new Error(
       `the namespace has IPv6 addresses (${addresses}) but the IPv6 rules could not be installed, so IPv6 traffic would bypass the sidecar: ${(err as Error).message}${IPV6_REMEDY}`,
+      { cause: err },
     );
   }
 }

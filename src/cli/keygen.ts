@@ -44,7 +44,7 @@ export async function keygenCommand(argv: string[]): Promise<number> {
     try {
       await importAgentKey(pub); // the same vetting as policy load and registration
     } catch (err) {
-      throw new Error(`${from}: ${(err as Error).message}`);
+      throw new Error(`${from}: ${(err as Error).message}`, { cause: err });
     }
     process.stdout.write(`${JSON.stringify(pub)}\n`);
     process.stderr.write(`thumbprint ${await thumbprintOf(pub)}\n`);

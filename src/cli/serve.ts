@@ -1,9 +1,12 @@
 import { parseKeyring } from '../audit/crypto.js';
 import { exporterFromSpec } from '../audit/exporters.js';
 import { isLogLevel, createLogger } from '../log.js';
+import type { Logger } from '../log.js';
 import { loadPolicyFile } from '../policy/load.js';
 import { watchPolicyFile } from '../policy/watch.js';
 import { DEFAULT_DRAIN_DELAY_MS, DEFAULT_MAX_BODY_BYTES, parseHostPort, startSidecar } from '../sidecar/start.js';
+import type { Sidecar } from '../sidecar/start.js';
+import type { JWK } from 'jose';
 import { adminStartupProblem } from '../admin/handler.js';
 import type { RedisSettings } from '../redis/connect.js';
 import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
@@ -84,50 +87,49 @@ Options (each also read from the environment variable shown):
   -h, --help           show this help
 `;
 
+/** serve's flags (parseArgs options); each is described in USAGE. */
+const OPTIONS = {
+  policy: { type: 'string' },
+  upstream: { type: 'string' },
+  listen: { type: 'string' },
+  admin: { type: 'string' },
+  'token-header': { type: 'string' },
+  'max-body': { type: 'string' },
+  'max-headers': { type: 'string' },
+  'max-query-params': { type: 'string' },
+  'replay-max-entries': { type: 'string' },
+  'log-level': { type: 'string' },
+  'admin-token-file': { type: 'string' },
+  'admin-public-url': { type: 'string' },
+  'admin-insecure-no-token': { type: 'boolean' },
+  'audit-key-file': { type: 'string' },
+  'audit-spool': { type: 'string' },
+  'audit-export': { type: 'string', multiple: true },
+  'audit-durability': { type: 'string' },
+  'audit-spool-max-bytes': { type: 'string' },
+  'audit-flush-ms': { type: 'string' },
+  'audit-max-batch': { type: 'string' },
+  'audit-drain-ms': { type: 'string' },
+  'metrics-agent-label': { type: 'boolean' },
+  redis: { type: 'string' },
+  'agent-key': { type: 'string' },
+  agent: { type: 'string' },
+  'provider-key-file': { type: 'string' },
+  'no-watch': { type: 'boolean' },
+  'egress-allow-remote': { type: 'boolean' },
+  'shutdown-grace-ms': { type: 'string' },
+  'drain-delay-ms': { type: 'string' },
+  'redis-password-file': { type: 'string' },
+  'redis-sentinels': { type: 'string' },
+  'redis-sentinel-name': { type: 'string' },
+  'redis-cluster': { type: 'string' },
+  'redis-prefix': { type: 'string' },
+  'redis-timeout-ms': { type: 'string' },
+  'metrics-max-agents': { type: 'string' },
+} as const;
+
 export async function serveCommand(argv: string[]): Promise<number> {
-  const args = parseCommand(
-    argv,
-    {
-      policy: { type: 'string' },
-      upstream: { type: 'string' },
-      listen: { type: 'string' },
-      admin: { type: 'string' },
-      'token-header': { type: 'string' },
-      'max-body': { type: 'string' },
-      'max-headers': { type: 'string' },
-      'max-query-params': { type: 'string' },
-      'replay-max-entries': { type: 'string' },
-      'log-level': { type: 'string' },
-      'admin-token-file': { type: 'string' },
-      'admin-public-url': { type: 'string' },
-      'admin-insecure-no-token': { type: 'boolean' },
-      'audit-key-file': { type: 'string' },
-      'audit-spool': { type: 'string' },
-      'audit-export': { type: 'string', multiple: true },
-      'audit-durability': { type: 'string' },
-      'audit-spool-max-bytes': { type: 'string' },
-      'audit-flush-ms': { type: 'string' },
-      'audit-max-batch': { type: 'string' },
-      'audit-drain-ms': { type: 'string' },
-      'metrics-agent-label': { type: 'boolean' },
-      redis: { type: 'string' },
-      'agent-key': { type: 'string' },
-      agent: { type: 'string' },
-      'provider-key-file': { type: 'string' },
-      'no-watch': { type: 'boolean' },
-      'egress-allow-remote': { type: 'boolean' },
-      'shutdown-grace-ms': { type: 'string' },
-      'drain-delay-ms': { type: 'string' },
-      'redis-password-file': { type: 'string' },
-      'redis-sentinels': { type: 'string' },
-      'redis-sentinel-name': { type: 'string' },
-      'redis-cluster': { type: 'string' },
-      'redis-prefix': { type: 'string' },
-      'redis-timeout-ms': { type: 'string' },
-      'metrics-max-agents': { type: 'string' },
-    },
-    USAGE,
-  );
+  const args = parseCommand(argv, OPTIONS, USAGE);
   if (!args) return 0;
   const env = process.env;
   const v = args.values;
@@ -135,11 +137,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const upstreamFlag = v.upstream ?? env.AGENTS_CHAIN_UPSTREAM;
   const level = v['log-level'] ?? env.AGENTS_CHAIN_LOG_LEVEL ?? 'info';
   if (!isLogLevel(level)) throw new UsageError(`--log-level must be debug, info, warn or error, got "${level}"`);
-  const maxBodyText = v['max-body'] ?? env.AGENTS_CHAIN_MAX_BODY;
-  const maxBodyBytes = maxBodyText === undefined ? undefined : Number(maxBodyText);
-  if (maxBodyBytes !== undefined && !(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes >= 0)) {
-    throw new UsageError(`--max-body must be a whole number of bytes, got "${maxBodyText}"`);
-  }
+  const maxBodyBytes = maxBody(v['max-body'] ?? env.AGENTS_CHAIN_MAX_BODY);
   const log = createLogger(level);
   const tokenFile = v['admin-token-file'];
   const adminToken = (tokenFile ? (await readFlagFile('--admin-token-file', tokenFile)).trim() : env.AGENTS_CHAIN_ADMIN_TOKEN) || undefined;
@@ -159,52 +157,60 @@ export async function serveCommand(argv: string[]): Promise<number> {
       `in egress mode anyone who reaches --listen ${listen} acts as the agent: listen on 127.0.0.1 (the agent's own pod) or add --egress-allow-remote`,
     );
   }
-  const audit = await auditOptions(v as Record<string, string | string[] | boolean | undefined>, env);
+  const audit = await auditOptions(v, env);
   const maxAgents = positive(v['metrics-max-agents'], '--metrics-max-agents') ?? 100;
   const perAgent = v['metrics-agent-label'] || env.AGENTS_CHAIN_METRICS_AGENT_LABEL === 'true' ? { maxAgents } : undefined;
-  // Signal handlers first: startSidecar logs "sidecar listening" before it returns, and a SIGTERM right
-  // after that line must drain, not kill the process. One before the sidecar is up just exits.
-  // `on`, not `once`: a second SIGTERM (a shell, tini, shareProcessNamespace) must not kill a drain under way.
-  let stop: ((signal: string) => void) | undefined;
-  let reload: (() => void) | undefined;
-  process.on('SIGTERM', () => (stop ? stop('SIGTERM') : process.exit(0)));
-  process.on('SIGINT', () => (stop ? stop('SIGINT') : process.exit(0)));
-  process.on('SIGHUP', () => reload?.());
   const listeners = { '--listen': listen, '--admin': v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090' };
-  const sidecar = await startSidecar({
-    audit,
-    policy,
-    upstream,
-    listen,
-    admin: listeners['--admin'],
-    tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
-    maxBodyBytes,
-    maxHeaders: positive(v['max-headers'] ?? env.AGENTS_CHAIN_MAX_HEADERS, '--max-headers'),
-    maxQueryParams: positive(v['max-query-params'] ?? env.AGENTS_CHAIN_MAX_QUERY_PARAMS, '--max-query-params'),
-    replayMaxEntries: positive(v['replay-max-entries'] ?? env.AGENTS_CHAIN_REPLAY_MAX_ENTRIES, '--replay-max-entries'),
-    log,
-    adminToken,
-    adminInsecureNoToken,
-    adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
-    metrics: { perAgent },
-    egress,
-    shutdownGraceMs: positive(v['shutdown-grace-ms'], '--shutdown-grace-ms'),
-    drainDelayMs: drainDelay(v['drain-delay-ms'] ?? env.AGENTS_CHAIN_DRAIN_DELAY_MS),
-    redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
-    appProbes: appProbesFrom(env[APP_PROBES_ENV]),
-  }).catch((err: unknown) => {
-    throw listenerError(err, listeners);
-  });
-  // Live reload: the policy file is watched (ConfigMap symlink swaps included) and SIGHUP forces a re-read.
-  reload = (): void => void sidecar.reloadPolicy();
-  const watcher = v['no-watch'] ? undefined : watchPolicyFile(policyFile, reload);
-  stop = (signal: string): void => {
+  const start = async (): Promise<Sidecar> =>
+    startSidecar({
+      audit,
+      policy,
+      upstream,
+      listen,
+      admin: listeners['--admin'],
+      tokenHeader: v['token-header'] ?? env.AGENTS_CHAIN_TOKEN_HEADER,
+      maxBodyBytes,
+      maxHeaders: positive(v['max-headers'] ?? env.AGENTS_CHAIN_MAX_HEADERS, '--max-headers'),
+      maxQueryParams: positive(v['max-query-params'] ?? env.AGENTS_CHAIN_MAX_QUERY_PARAMS, '--max-query-params'),
+      replayMaxEntries: positive(v['replay-max-entries'] ?? env.AGENTS_CHAIN_REPLAY_MAX_ENTRIES, '--replay-max-entries'),
+      log,
+      adminToken,
+      adminInsecureNoToken,
+      adminPublicUrl: v['admin-public-url'] ?? env.AGENTS_CHAIN_ADMIN_PUBLIC_URL,
+      metrics: { perAgent },
+      egress,
+      shutdownGraceMs: positive(v['shutdown-grace-ms'], '--shutdown-grace-ms'),
+      drainDelayMs: drainDelay(v['drain-delay-ms'] ?? env.AGENTS_CHAIN_DRAIN_DELAY_MS),
+      redis: await redisOptions(v as Record<string, string | undefined>, env, policy.provider.name),
+      appProbes: appProbesFrom(env[APP_PROBES_ENV]),
+    }).catch((err: unknown) => {
+      throw listenerError(err, listeners);
+    });
+  await runUntilSignalled(start, v['no-watch'] ? undefined : policyFile, log);
+  return 0;
+}
+
+/**
+ * Starts the sidecar with the signal handlers in place first: startSidecar logs "sidecar listening" before it
+ * returns, and a SIGTERM right after that line must drain, not kill the process; one before the sidecar is up
+ * just exits. `on`, not `once`: a second SIGTERM (a shell, tini, shareProcessNamespace) must not kill a drain
+ * under way. With `watchFile`, the policy file is watched (ConfigMap symlink swaps included); SIGHUP always re-reads it.
+ */
+async function runUntilSignalled(start: () => Promise<Sidecar>, watchFile: string | undefined, log: Logger): Promise<void> {
+  const control: { stop?: (signal: string) => void; reload?: () => void } = {};
+  process.on('SIGTERM', () => (control.stop ? control.stop('SIGTERM') : process.exit(0)));
+  process.on('SIGINT', () => (control.stop ? control.stop('SIGINT') : process.exit(0)));
+  process.on('SIGHUP', () => control.reload?.());
+  const sidecar = await start();
+  const reload = (): void => void sidecar.reloadPolicy();
+  control.reload = reload;
+  const watcher = watchFile === undefined ? undefined : watchPolicyFile(watchFile, reload);
+  control.stop = (signal: string): void => {
     log.info('shutting down', { signal });
     watcher?.close();
     // SIGTERM (kubelet, docker stop) drains with the delay; SIGINT (Ctrl-C) stops at once, and ends a delay under way.
     void sidecar.close(signal === 'SIGINT' ? { drainDelayMs: 0 } : undefined).then(() => process.exit(0));
   };
-  return 0;
 }
 
 async function auditOptions(v: Record<string, string | string[] | boolean | undefined>, env: NodeJS.ProcessEnv) {
@@ -224,7 +230,7 @@ async function auditOptions(v: Record<string, string | string[] | boolean | unde
     flushIntervalMs: num('audit-flush-ms'),
     maxBatch: num('audit-max-batch'),
     drainMs: num('audit-drain-ms'),
-    durability: durability as 'batched' | 'strict',
+    durability: durability === 'strict' ? ('strict' as const) : ('batched' as const),
   };
 }
 
@@ -270,9 +276,9 @@ async function egressOptions(v: Record<string, string | undefined>, env: NodeJS.
   const providerKey = providerFile ? (await readFlagFile('--provider-key-file', providerFile)).trim() : env.AGENTS_CHAIN_PROVIDER_KEY;
   if (!providerKey) throw new UsageError('egress mode needs the provider API key: AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file');
   const keyText = await readFlagFile('--agent-key', keyFile);
-  let agentKey: import('jose').JWK;
+  let agentKey: JWK;
   try {
-    agentKey = JSON.parse(keyText) as import('jose').JWK;
+    agentKey = JSON.parse(keyText) as JWK;
   } catch (err) {
     throw new StartupError(`--agent-key ${keyFile}: not a JSON private JWK (${(err as Error).message})`);
   }
@@ -283,6 +289,14 @@ function positive(text: string | undefined, flag: string): number | undefined {
   if (text === undefined) return undefined;
   const n = Number(text);
   if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive whole number`);
+  return n;
+}
+
+/** --max-body: a whole number of bytes, 0 or more; absent means the default. */
+function maxBody(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`--max-body must be a whole number of bytes, got "${text}"`);
   return n;
 }
 

@@ -35,7 +35,7 @@ export function startupErrorText(err: unknown, label?: string): string {
   if (err instanceof PolicyError) return `invalid policy, refusing to start: ${err.issues.map(formatIssue).join('; ')}`;
   if (!(err instanceof Error)) return String(err);
   // The usage text that follows a usage error is for a terminal (--help shows it): the first line says it all.
-  const text = errnoText(err as NodeJS.ErrnoException, label) ?? `${label ? `${label}: ` : ''}${err.message.split('\n\n')[0]!}`;
+  const text = errnoText(err, label) ?? `${label ? `${label}: ` : ''}${err.message.split('\n\n')[0]!}`;
   return text.replace(/\s*\n\s*/g, '; ');
 }
 

@@ -1,8 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:https';
+import type { Server } from 'node:https';
 import { createSecureContext } from 'node:tls';
 import { webhookHandler } from '../kubernetes/webhook.js';
 import { createLogger } from '../log.js';
+import type { Logger } from '../log.js';
 import { parseHostPort } from '../sidecar/start.js';
 import { parseCommand, required, UsageError } from './args.js';
 import { DEFAULT_IMAGE, injectDefaultsFrom } from './inject.js';
@@ -52,8 +54,8 @@ export async function webhookCommand(argv: string[]): Promise<number> {
   if (!Number.isInteger(reloadMs) || reloadMs < 100)
     throw new UsageError(`--tls-reload-ms must be a whole number of ms, at least 100, got "${v['tls-reload-ms']}"`);
   // A start that fails (a missing file, a busy port) is one "startup failed" log line (main.ts).
-  let cert = Buffer.from(await readFlagFile('--tls-cert', certFile));
-  let key = Buffer.from(await readFlagFile('--tls-key', keyFile));
+  const cert = Buffer.from(await readFlagFile('--tls-cert', certFile));
+  const key = Buffer.from(await readFlagFile('--tls-key', keyFile));
   const log = createLogger();
   const defaults = injectDefaultsFrom(v, env);
   try {
@@ -73,6 +75,14 @@ export async function webhookCommand(argv: string[]): Promise<number> {
     throw new StartupError(startupErrorText(err, '--listen'), err);
   });
   const addr = server.address() as { address: string; port: number };
+  const reload = followRenewals(server, { cert: certFile, key: keyFile }, { cert, key }, reloadMs, log);
+  const stop = (): void => {
+    clearInterval(reload);
+    server.close(() => process.exit(0));
+    server.closeIdleConnections();
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
   log.info('webhook listening', {
     listen: `https://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`,
     image: defaults.image,
@@ -80,10 +90,24 @@ export async function webhookCommand(argv: string[]): Promise<number> {
     port: defaults.port,
     adminPort: defaults.adminPort,
   });
-  // The API server refuses an expired certificate, and with failurePolicy Fail that stops every annotated
-  // rollout: follow the Secret's renewals (an atomic swap of both files) without a restart.
+  return 0;
+}
+
+/**
+ * The API server refuses an expired certificate, and with failurePolicy Fail that stops every annotated
+ * rollout: follow the Secret's renewals (an atomic swap of both files) without a restart.
+ */
+function followRenewals(
+  server: Server,
+  files: { cert: string; key: string },
+  served: { cert: Buffer; key: Buffer },
+  reloadMs: number,
+  log: Logger,
+): NodeJS.Timeout {
+  const certFile = files.cert;
+  let { cert, key } = served;
   const reload = setInterval(() => {
-    void Promise.all([readFile(certFile), readFile(keyFile)]).then(
+    void Promise.all([readFile(certFile), readFile(files.key)]).then(
       ([c, k]) => {
         if (c.equals(cert) && k.equals(key)) return;
         try {
@@ -100,12 +124,5 @@ export async function webhookCommand(argv: string[]): Promise<number> {
     );
   }, reloadMs);
   reload.unref();
-  const stop = (): void => {
-    clearInterval(reload);
-    server.close(() => process.exit(0));
-    server.closeIdleConnections();
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
-  return 0;
+  return reload;
 }

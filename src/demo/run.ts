@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { failStartup, StartupError, startupErrorText } from '../cli/startup.js';
 import { createLogger } from '../log.js';
 import { loadPolicyFile } from '../policy/load.js';
 import { startSidecar } from '../sidecar/start.js';
@@ -17,7 +18,15 @@ const adminToken = process.env.AGENTS_CHAIN_ADMIN_TOKEN || randomBytes(18).toStr
 const app = createDemoApp();
 await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
 const appUrl = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
-const sidecar = await startSidecar({ policy: await loadPolicyFile(policyFile), upstream: appUrl, listen, admin, adminToken, log: createLogger('info') });
+// A busy port (a second `make demo`) is one "startup failed" log line naming the variable to change, not a stack.
+const sidecar = await startSidecar({ policy: await loadPolicyFile(policyFile), upstream: appUrl, listen, admin, adminToken, log: createLogger('info') }).catch(
+  (err: unknown) => {
+    const port = (err as { syscall?: string; port?: number }).syscall === 'listen' ? (err as { port?: number }).port : undefined;
+    const variable =
+      port === undefined ? undefined : listen.endsWith(`:${port}`) ? 'AGENTS_CHAIN_LISTEN' : admin.endsWith(`:${port}`) ? 'AGENTS_CHAIN_ADMIN' : undefined;
+    return failStartup('demo', variable ? new StartupError(startupErrorText(err, variable), err) : err);
+  },
+);
 
 const cli = `node ${root}dist/cli/main.js`;
 const key = `${root}config/examples/keys/billing-bot.private.jwk.json`;

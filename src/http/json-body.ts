@@ -15,7 +15,8 @@ export async function readJsonObject(req: IncomingMessage, what: string, limit =
   try {
     for await (const c of req) {
       size += (c as Buffer).length;
-      if (size > limit) return deny('body_too_large', `${what}: the body is larger than ${limit} bytes`);
+      // invalid_body, not body_too_large: these small control bodies always answered 400 for any unreadable body.
+      if (size > limit) return deny('invalid_body', `${what}: the body is larger than ${limit} bytes`);
       chunks.push(c as Buffer);
     }
   } catch (err) {

@@ -62,7 +62,7 @@ async function signingKey(privateJwk: JWK) {
   if (privateJwk.kty !== 'OKP' || privateJwk.crv !== 'Ed25519' || !privateJwk.d) {
     throw new Error('an Ed25519 private JWK (kty OKP, crv Ed25519, with "d") is required');
   }
-  return { key: await importJWK(privateJwk, 'EdDSA'), thumbprint: await thumbprintOf(privateJwk as Record<string, unknown>) };
+  return { key: await importJWK(privateJwk, 'EdDSA'), thumbprint: await thumbprintOf(privateJwk) };
 }
 
 /** One-shot form of createAgentSigner(...).sign(...). */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { ROOT, requireBuild, runCli, startCli, startupFailure } from '../support/cli.js';
 import { call } from '../support/http.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
 
@@ -40,13 +40,15 @@ describe('admin listener access (serve)', () => {
   it('refuses to start an approvals API without a token, naming the flag', async () => {
     const r = await runCli(args(SMS), env);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('refusing to start');
-    expect(r.stderr).toContain('accessRequests');
-    expect(r.stderr).toContain('--admin-insecure-no-token');
-    expect(r.stderr).toContain('AGENTS_CHAIN_ADMIN_TOKEN');
+    // The one "startup failed" log line on stdout (src/cli/startup.ts).
+    const { error } = startupFailure(r);
+    expect(error).toContain('refusing to start');
+    expect(error).toContain('accessRequests');
+    expect(error).toContain('--admin-insecure-no-token');
+    expect(error).toContain('AGENTS_CHAIN_ADMIN_TOKEN');
     const both = await runCli(args(SMS, '--admin-insecure-no-token'), { ...env, AGENTS_CHAIN_ADMIN_TOKEN: TOKEN });
     expect(both.code).toBe(2);
-    expect(both.stderr).toMatch(/not both/);
+    expect(startupFailure(both).error).toMatch(/not both/);
   });
 
   it('with a token: /stats, agents and approvals need it; /metrics, /healthz and /readyz stay open', async () => {

@@ -66,6 +66,9 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
     const grants = await env.admin('GET', '/approvals/grants');
     const grant = grants.json.grants.find((g: any) => g.requestId === note.requestId);
     expect(grant).toMatchObject({ agentId: env.bot.id, capability: 'send_sms', values: { to: '+9999999' } });
+    // Times in RFC 3339, like every other admin answer.
+    expect(grant.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(Date.parse(grant.expiresAt)).toBeGreaterThan(Date.parse(grant.createdAt));
     expect((await env.admin('DELETE', `/approvals/grants/${grant.id}`)).status).toBe(200);
     expect((await sendSms(env, '+9999999')).status).toBe(403);
   });

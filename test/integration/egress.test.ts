@@ -246,17 +246,17 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
 
 describe('egress with the built CLI and the example policy', () => {
   it('serve --agent-key --agent, the provider key from the environment; refuses to start without them', async () => {
-    const { ROOT, requireBuild, runCli, startCli } = await import('../support/cli.js');
+    const { ROOT, requireBuild, runCli, startCli, startupFailure } = await import('../support/cli.js');
     requireBuild();
     const provider = await startFakeProvider();
     const policy = `${ROOT}config/examples/egress-openai.yaml`;
     const missing = await runCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'], { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toMatch(/egress mode needs --agent-key FILE and --agent ID/);
+    expect(startupFailure(missing).error).toMatch(/egress mode needs --agent-key FILE and --agent ID/);
     const remote = await runCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '0.0.0.0:0', '--admin', '127.0.0.1:0',
       '--agent-key', `${ROOT}config/examples/keys/report-bot.private.jwk.json`, '--agent', 'agent-report-bot'], { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
     expect(remote.code).toBe(2);
-    expect(remote.stderr).toMatch(/anyone who reaches --listen 0\.0\.0\.0:0 acts as the agent/);
+    expect(startupFailure(remote).error).toMatch(/anyone who reaches --listen 0\.0\.0\.0:0 acts as the agent/);
     const sc = await startCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
       '--agent-key', `${ROOT}config/examples/keys/report-bot.private.jwk.json`, '--agent', 'agent-report-bot'], /sidecar listening/, { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
     try {

@@ -5,7 +5,8 @@ import { mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requireBuild, ROOT } from '../support/cli.js';
+import { createServer, type AddressInfo } from 'node:net';
+import { requireBuild, ROOT, startupFailure } from '../support/cli.js';
 
 const MAKEFILE = join(ROOT, 'Makefile');
 const hasMake = spawnSync('make', ['--version']).status === 0;
@@ -135,6 +136,27 @@ describe.skipIf(!hasMake)('make build / make demo', () => {
       const exited = once(child, 'exit');
       process.kill(-child.pid!, 'SIGTERM');
       await exited;
+    }
+  });
+
+  it('a busy demo port is one "startup failed" log line naming the variable, no stack', async () => {
+    requireBuild();
+    const held = createServer();
+    await new Promise<void>((r) => held.listen(0, '127.0.0.1', r));
+    const busy = `127.0.0.1:${(held.address() as AddressInfo).port}`;
+    try {
+      const run = spawnSync(process.execPath, [join(ROOT, 'dist/demo/run.js')], {
+        encoding: 'utf8',
+        env: { ...process.env, AGENTS_CHAIN_LISTEN: busy, AGENTS_CHAIN_ADMIN: '127.0.0.1:0' },
+      });
+      expect(startupFailure({ code: run.status, stdout: run.stdout, stderr: run.stderr })).toMatchObject({
+        command: 'demo',
+        error: `listen ${busy} (AGENTS_CHAIN_LISTEN): address already in use (EADDRINUSE)`,
+        code: 'EADDRINUSE',
+        exitCode: 1,
+      });
+    } finally {
+      await new Promise((r) => held.close(r));
     }
   });
 });

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createAgentSigner } from '../../src/identity/client.js';
-import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { ROOT, requireBuild, runCli, startCli, startupFailure } from '../support/cli.js';
 import { call } from '../support/http.js';
 import { startRecorder } from '../support/recorder.js';
 import { until } from '../support/until.js';
@@ -205,10 +205,10 @@ describe('graceful shutdown', () => {
     try {
       const bad = await runCli([...args, '--drain-delay-ms', '5s']);
       expect(bad.code).toBe(2);
-      expect(bad.stderr).toMatch(/--drain-delay-ms \(AGENTS_CHAIN_DRAIN_DELAY_MS\) must be a whole number of milliseconds, 0 or more, got "5s"/);
+      expect(startupFailure(bad).error).toMatch(/--drain-delay-ms \(AGENTS_CHAIN_DRAIN_DELAY_MS\) must be a whole number of milliseconds, 0 or more, got "5s"/);
       const negative = await runCli(args, { AGENTS_CHAIN_DRAIN_DELAY_MS: '-1' });
       expect(negative.code).toBe(2);
-      expect(negative.stderr).toMatch(/got "-1"/);
+      expect(startupFailure(negative).error).toMatch(/got "-1"/);
       expect((await runCli(['serve', '--help'])).stdout).toMatch(/--drain-delay-ms N .*\[5000; 0: none;/s);
       // The environment variable alone: no delay phase, straight to stop accepting.
       // Started: the admin listener answers (serve's signal handlers are installed before it starts listening).

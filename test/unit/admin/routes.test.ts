@@ -6,7 +6,7 @@ describe('the admin route table', () => {
     expect(findAdminRoute('GET', '/approvals/grants')?.route.path).toBe('/approvals/grants');
     expect(findAdminRoute('GET', '/approvals/ar_1')).toMatchObject({ route: { path: '/approvals/{id}' }, params: { id: 'ar_1' } });
     expect(findAdminRoute('POST', '/agents/agt%5Fx/revoke')).toMatchObject({ params: { id: 'agt_x' } });
-    expect(findAdminRoute('POST', '/approvals/ar_1/approve')).toMatchObject({ params: { id: 'ar_1', action: 'approve' } });
+    expect(findAdminRoute('POST', '/approvals/ar_1/approve')).toMatchObject({ params: { id: 'ar_1' } });
   });
 
   it('knows who may call what: probes and metrics open, the rest behind the token', () => {
@@ -20,5 +20,12 @@ describe('the admin route table', () => {
     expect(findAdminRoute('GET', '/nope')).toBeUndefined();
     expect(findAdminRoute('DELETE', '/healthz')).toBeUndefined();
     expect(findAdminRoute('GET', '/approvals/a/b/c')).toBeUndefined();
+  });
+});
+
+describe('approval actions', () => {
+  it('are literal segments: an encoded action is no action', () => {
+    expect(findAdminRoute('POST', '/approvals/ar_1/approve')?.route.path).toBe('/approvals/{id}/approve');
+    expect(findAdminRoute('POST', '/approvals/ar_1/%61pprove')?.route.path).toBe('/approvals/{id}/{action}');
   });
 });

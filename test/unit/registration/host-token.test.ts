@@ -3,7 +3,7 @@ import { createAgentSigner, createHostSigner } from '../../../src/identity/clien
 import { generateAgentKeyPair, importAgentKey } from '../../../src/identity/keys.js';
 import type { Host } from '../../../src/policy/types.js';
 import { verifyHostToken } from '../../../src/registration/host-token.js';
-import { nonCanonical } from '../../support/tokens.js';
+import { nonCanonical, signClaims } from '../../support/tokens.js';
 
 const ISSUER = 'https://svc.example.com';
 const NOW = 1_800_000_000;
@@ -25,7 +25,9 @@ describe('verifyHostToken', async () => {
     const code = (r: unknown) => (r as { code?: string }).code;
     expect(code(verifyHostToken(await stranger.sign(ISSUER, { now: NOW }), hosts, ISSUER, NOW))).toBe('host_not_found');
     expect(code(verifyHostToken(await signer.sign('https://other', { now: NOW }), hosts, ISSUER, NOW))).toBe('token_invalid');
-    expect(code(verifyHostToken(await signer.sign(ISSUER, { now: NOW, ttlSeconds: 300 }), hosts, ISSUER, NOW))).toBe('token_invalid');
+    // The host signer refuses a lifetime over 60 s (client.ts tokenLifetime), so a long-lived token is signed by hand.
+    const longLived = signClaims(keys.privateJwk, { alg: 'EdDSA', typ: 'host+jwt' }, { iss: keys.thumbprint, aud: ISSUER, iat: NOW, exp: NOW + 300, jti: 'long-1' });
+    expect(code(verifyHostToken(longLived, hosts, ISSUER, NOW))).toBe('token_invalid');
     expect(code(verifyHostToken(await signer.sign(ISSUER, { now: NOW }), hosts, ISSUER, NOW + 200))).toBe('token_expired');
     expect(code(verifyHostToken(await signer.sign(ISSUER, { now: NOW + 120 }), hosts, ISSUER, NOW))).toBe('token_invalid');
     const t = await signer.sign(ISSUER, { now: NOW });
