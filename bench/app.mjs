@@ -4,7 +4,9 @@ import { createServer } from 'node:http';
 const port = Number(process.argv[2] ?? 0);
 const server = createServer((req, res) => {
   let size = 0;
-  req.on('data', (c) => { size += c.length; });
+  req.on('data', (c) => {
+    size += c.length;
+  });
   req.on('end', () => {
     const body = `{"ok":true,"received":${size}}`;
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });

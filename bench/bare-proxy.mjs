@@ -17,11 +17,14 @@ if (kind === 'undici') {
       delete headers.connection;
       const r = await pool.request({ method: req.method, path: req.url, headers, body: Buffer.concat(chunks) });
       const out = { ...r.headers };
-      delete out.connection; delete out['keep-alive']; delete out['transfer-encoding'];
+      delete out.connection;
+      delete out['keep-alive'];
+      delete out['transfer-encoding'];
       res.writeHead(r.statusCode, out);
       r.body.pipe(res);
     } catch (err) {
-      if (!res.headersSent) res.writeHead(502).end(); else res.destroy();
+      if (!res.headersSent) res.writeHead(502).end();
+      else res.destroy();
     }
   };
 } else if (kind === 'node-http') {
@@ -33,17 +36,26 @@ if (kind === 'undici') {
     delete headers.connection;
     const up = http.request({ host: u.hostname, port: u.port, method: req.method, path: req.url, headers, agent }, (r) => {
       const out = { ...r.headers };
-      delete out.connection; delete out['keep-alive']; delete out['transfer-encoding'];
+      delete out.connection;
+      delete out['keep-alive'];
+      delete out['transfer-encoding'];
       res.writeHead(r.statusCode, out);
       r.pipe(res);
     });
-    up.on('error', () => { if (!res.headersSent) res.writeHead(502).end(); else res.destroy(); });
+    up.on('error', () => {
+      if (!res.headersSent) res.writeHead(502).end();
+      else res.destroy();
+    });
     req.pipe(up);
   };
 } else {
   const { createProxyServer } = await import('http-proxy-3');
   const proxy = createProxyServer({ target: upstream, agent: new (await import('node:http')).Agent({ keepAlive: true, maxSockets: 128 }) });
-  proxy.on('error', (_e, _req, res) => { try { res.writeHead(502).end(); } catch {} });
+  proxy.on('error', (_e, _req, res) => {
+    try {
+      res.writeHead(502).end();
+    } catch {}
+  });
   handler = (req, res) => proxy.web(req, res);
 }
 const server = createServer(handler);

@@ -46,7 +46,9 @@ async function markReplayWindowIntact(url) {
 }
 
 const children = [];
-process.on('exit', () => { for (const c of children) c.kill('SIGKILL'); });
+process.on('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
 function start(args, match) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -75,7 +77,9 @@ function cpuByThread(pid) {
       const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
       out[`${comm} user`] = (out[`${comm} user`] ?? 0) + Number(fields[11]) / 100;
       out[`${comm} sys`] = (out[`${comm} sys`] ?? 0) + Number(fields[12]) / 100;
-    } catch { /* thread gone */ }
+    } catch {
+      /* thread gone */
+    }
   }
   return out;
 }
@@ -88,7 +92,8 @@ function peakRssMiB(pid) {
 const bot = await generateAgentKeyPair();
 const signer = await createAgentSigner(bot.privateJwk, 'bench-bot');
 // Distinct bodies (cycled): the audit trail compresses what it records, and identical bodies would flatter that.
-const WORDS = 'invoice customer payment due amount total order shipped pending approved refund account billing period monthly annual discount tax net gross'.split(' ');
+const WORDS =
+  'invoice customer payment due amount total order shipped pending approved refund account billing period monthly annual discount tax net gross'.split(' ');
 function makeBody(i) {
   const base = { customerId: `c-${100 + i}`, amount: (i * 37) % 1000, currency: i % 2 ? 'USD' : 'EUR', customer: { tier: 'gold' } };
   const pad = 1024 - JSON.stringify({ ...base, note: '' }).length;
@@ -123,7 +128,14 @@ function mint(n) {
   const out = new Array(n);
   const iat = Math.floor(Date.now() / 1000);
   for (let i = 0; i < n; i++) {
-    const claims = { sub: 'bench-bot', iss: signer.thumbprint, aud: 'createInvoice', iat, exp: iat + 60, jti: `b${iat}-${i}-${Math.random().toString(36).slice(2)}` };
+    const claims = {
+      sub: 'bench-bot',
+      iss: signer.thumbprint,
+      aud: 'createInvoice',
+      iat,
+      exp: iat + 60,
+      jti: `b${iat}-${i}-${Math.random().toString(36).slice(2)}`,
+    };
     const input = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
     out[i] = `${input}.${sign(null, Buffer.from(input), signingKey).toString('base64url')}`;
   }
@@ -144,15 +156,17 @@ async function load(url, seconds, rate) {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body,
-    requests: [{
-      setupRequest(req) {
-        // Only the sidecar checks tokens; if it ever got a reused one the run fails on non-2xx.
-        const n = next++;
-        req.headers = { ...req.headers, authorization: `Bearer ${tokens[n % tokens.length]}` };
-        req.body = bodies[n % bodies.length];
-        return req;
+    requests: [
+      {
+        setupRequest(req) {
+          // Only the sidecar checks tokens; if it ever got a reused one the run fails on non-2xx.
+          const n = next++;
+          req.headers = { ...req.headers, authorization: `Bearer ${tokens[n % tokens.length]}` };
+          req.body = bodies[n % bodies.length];
+          return req;
+        },
       },
-    }],
+    ],
   });
   const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
   if (result.non2xx || result.errors) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors (if replays: raise BENCH_MAX_RPS)`);
@@ -233,10 +247,11 @@ try {
   const bareUndici = await start(['bench/bare-proxy.mjs', 'undici', '0', app.url], /listening (\d+)/);
   const bareHp3 = await start(['bench/bare-proxy.mjs', 'http-proxy-3', '0', app.url], /listening (\d+)/);
   // info level: the "sidecar listening" line says where it is; allowed calls log nothing at info.
-  const serve = (extra = [], cli = 'dist/cli/main.js') => start(
-    [cli, 'serve', '--policy', join(dir, 'policy.yaml'), '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', ...extra],
-    /"listen":"(http:\/\/[^"]+)"/,
-  );
+  const serve = (extra = [], cli = 'dist/cli/main.js') =>
+    start(
+      [cli, 'serve', '--policy', join(dir, 'policy.yaml'), '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', ...extra],
+      /"listen":"(http:\/\/[^"]+)"/,
+    );
   // (c) is compared with every other target, and a sidecar's speed depends on what it has served (its
   // in-memory replay window holds every token id of the last two minutes: at full load, hundreds of
   // thousands, which the garbage collector walks). So each block gets its own (c), with the same history as
@@ -303,16 +318,30 @@ try {
   const rows = targets.map(([name, target]) => {
     const rs = runs.get(name);
     if (!rs.length) return { name, cpuUs: NaN, rps: NaN, p50: NaN, p99: NaN, rss: NaN };
-    const rss = name.startsWith('(c)') ? median(blocks.filter((b) => b.includes('c')).map(([x, y]) => peakRssMiB(sidecars.get(`${x}/${y}`).child.pid))) : peakRssMiB(target.child.pid);
-    return { name, rps: median(rs.map((r) => r.rps)), cpuUs: median(rs.map((r) => r.cpuUs)), p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)), rss };
+    const rss = name.startsWith('(c)')
+      ? median(blocks.filter((b) => b.includes('c')).map(([x, y]) => peakRssMiB(sidecars.get(`${x}/${y}`).child.pid)))
+      : peakRssMiB(target.child.pid);
+    return {
+      name,
+      rps: median(rs.map((r) => r.rps)),
+      cpuUs: median(rs.map((r) => r.cpuUs)),
+      p50: median(rs.map((r) => r.p50)),
+      p99: median(rs.map((r) => r.p99)),
+      rss,
+    };
   });
   /** Median over rounds of the block's x/y ratio for one field. */
-  const ratio = (block, field) => { const rs = blockRounds.get(block); return rs?.length ? median(rs.map((r) => r.x[field] / r.y[field])) : NaN; };
+  const ratio = (block, field) => {
+    const rs = blockRounds.get(block);
+    return rs?.length ? median(rs.map((r) => r.x[field] / r.y[field])) : NaN;
+  };
   const perRound = (block) => (blockRounds.get(block) ?? []).map((r) => (r.x.rps / r.y.rps).toFixed(2)).join(', ');
   const cost = await verifyCost();
 
   const fmt = (n, d = 0) => n.toFixed(d);
-  console.log(`\nagents-chain bench — ${ROUNDS} rounds; each ratio from its own blocks of adjacent runs (x y y x) of ${SECONDS} s of POSTs with ${bodies.length} distinct ${Buffer.byteLength(body)}-byte JSON bodies, 3 constraints, ${CONNECTIONS} connections, node ${process.version}\n`);
+  console.log(
+    `\nagents-chain bench — ${ROUNDS} rounds; each ratio from its own blocks of adjacent runs (x y y x) of ${SECONDS} s of POSTs with ${bodies.length} distinct ${Buffer.byteLength(body)}-byte JSON bodies, 3 constraints, ${CONNECTIONS} connections, node ${process.version}\n`,
+  );
   console.log('| target | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB |');
   console.log('|---|---:|---:|---:|---:|---:|');
   for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${fmt(r.p50, 1)} | ${fmt(r.p99, 1)} | ${fmt(r.cpuUs)} | ${fmt(r.rss, 1)} |`);
@@ -320,16 +349,28 @@ try {
   console.log('\n| ratio (median of per-block ratios) | req/s | p50 | p99 | CPU µs/req | peak RSS | req/s per round |');
   console.log('|---|---:|---:|---:|---:|---:|---|');
   // Peak RSS of the block's own two processes (each (c) has served exactly what its counterpart has, or more when the counterpart is also in another block).
-  const rssRatio = (block) => { const [x, y] = block.split('/'); const pid = (k) => targetOf(k, block).target.child.pid; return blockRounds.get(block)?.length ? peakRssMiB(pid(x)) / peakRssMiB(pid(y)) : NaN; };
-  const line = (label, block) => console.log(`| ${label} | ${fmt(ratio(block, 'rps'), 2)} | ${fmt(ratio(block, 'p50'), 2)} | ${fmt(ratio(block, 'p99'), 2)} | ${fmt(ratio(block, 'cpuUs'), 2)} | ${fmt(rssRatio(block), 2)} | ${perRound(block)} |`);
+  const rssRatio = (block) => {
+    const [x, y] = block.split('/');
+    const pid = (k) => targetOf(k, block).target.child.pid;
+    return blockRounds.get(block)?.length ? peakRssMiB(pid(x)) / peakRssMiB(pid(y)) : NaN;
+  };
+  const line = (label, block) =>
+    console.log(
+      `| ${label} | ${fmt(ratio(block, 'rps'), 2)} | ${fmt(ratio(block, 'p50'), 2)} | ${fmt(ratio(block, 'p99'), 2)} | ${fmt(ratio(block, 'cpuUs'), 2)} | ${fmt(rssRatio(block), 2)} | ${perRound(block)} |`,
+    );
   line('c/b (sidecar vs bare http-proxy-3)', 'c/b');
   line("c/b' (sidecar vs bare undici)", "c/b'");
   line('d/c (audit on vs off; target >= 0.95)', 'd/c');
   line('e/c (Redis vs in-memory replay store; target >= 0.90)', 'e/c');
   line('c/a (sidecar vs app directly)', 'c/a');
   if (before) line('f/c (BENCH_BASELINE vs this checkout)', 'f/c');
-  const cpuCost = (block) => { const rs = blockRounds.get(block) ?? []; return median(rs.map((r) => r.x.cpuUs - r.y.cpuUs)); };
-  console.log(`\nAudit cost in the sidecar's own CPU time: ${fmt(cpuCost('d/c'))} µs per call (median of per-block differences; the sidecar uses ${fmt(c.cpuUs)} µs).`);
+  const cpuCost = (block) => {
+    const rs = blockRounds.get(block) ?? [];
+    return median(rs.map((r) => r.x.cpuUs - r.y.cpuUs));
+  };
+  console.log(
+    `\nAudit cost in the sidecar's own CPU time: ${fmt(cpuCost('d/c'))} µs per call (median of per-block differences; the sidecar uses ${fmt(c.cpuUs)} µs).`,
+  );
   console.log(`Redis replay store cost in the sidecar's own CPU time: ${fmt(cpuCost('e/c'))} µs per call.`);
   console.log(`One Ed25519 verification: ${fmt(cost.joseUs, 1)} µs through jose (WebCrypto), ${fmt(cost.nodeUs, 1)} µs with node:crypto directly.`);
 } finally {

@@ -33,7 +33,8 @@ const unverified: Guidance = (d, ctx) =>
 const unavailable: Guidance = (d) => `The service could not handle the call right now (${d.message}). Retry later with a new token.`;
 const asSaid: Guidance = (d) => d.message;
 
-const call = (status: number, guidance: Guidance = asSaid, outcome: DenialFacts['outcome'] = 'denied') => ({ status, outcome, where: 'call', guidance }) as const;
+const call = (status: number, guidance: Guidance = asSaid, outcome: DenialFacts['outcome'] = 'denied') =>
+  ({ status, outcome, where: 'call', guidance }) as const;
 const failure = (status: number, guidance: Guidance = unavailable) => call(status, guidance, 'error');
 const admin = (status: number) => ({ status, outcome: 'denied', where: 'admin', guidance: asSaid }) as const;
 const socket = (status: number) => ({ status, outcome: 'denied', where: 'socket', guidance: malformed }) as const;
@@ -58,9 +59,15 @@ export const DENIALS = {
   token_expired: call(401, () => 'Your token has expired. Mint a fresh token for every call (lifetime at most 60 seconds) and retry.'),
   token_replayed: call(401, () => 'Each token is single-use. Mint a new token (a new jti) for this call and retry.'),
   /** The shared replay store lost its data: tokens issued before the loss was detected are refused for one window. */
-  replay_window_reset: call(401, () =>
-    'The service lost its record of recently used tokens, so tokens issued before that moment (or within 30 seconds after it) are refused for up to two minutes. Wait a few seconds, mint a new token (new jti, current iat) and retry; new tokens pass again about 30 seconds after the loss was found.'),
-  capability_denied: call(403, (d, ctx) => `You may not call ${ctx.capability}: ${d.message}. Retrying will not help; an operator must grant you this capability.`),
+  replay_window_reset: call(
+    401,
+    () =>
+      'The service lost its record of recently used tokens, so tokens issued before that moment (or within 30 seconds after it) are refused for up to two minutes. Wait a few seconds, mint a new token (new jti, current iat) and retry; new tokens pass again about 30 seconds after the loss was found.',
+  ),
+  capability_denied: call(
+    403,
+    (d, ctx) => `You may not call ${ctx.capability}: ${d.message}. Retrying will not help; an operator must grant you this capability.`,
+  ),
   constraint_violated: call(403, violationGuidance),
   // registration (host tokens)
   host_not_found: call(401),
@@ -71,7 +78,10 @@ export const DENIALS = {
   proof_invalid: call(401),
   // request_permission
   not_found: call(404),
-  approval_not_needed: call(409, (_d, ctx) => `This call is within your limits: call ${ctx.capability} directly, with a token whose aud is "${ctx.capability}".`),
+  approval_not_needed: call(
+    409,
+    (_d, ctx) => `This call is within your limits: call ${ctx.capability} directly, with a token whose aud is "${ctx.capability}".`,
+  ),
   access_request_limit: call(503, () => 'Too many approval requests are waiting for a human right now. Retry later, or fit the call to your limits.'),
   /** The sidecar is shutting down while a caller waits for a human: the request stays pending at its status URL. */
   shutting_down: failure(503),
@@ -100,7 +110,9 @@ export type CallDenialCode = { [C in DenialCode]: (typeof DENIALS)[C]['where'] e
 
 /** HTTP status per code answered on the agent port (kept for the package's users; DENIALS has every fact). */
 export const DENIAL_STATUS = Object.fromEntries(
-  Object.entries(DENIALS).filter(([, f]) => f.where === 'call').map(([code, f]) => [code, f.status]),
+  Object.entries(DENIALS)
+    .filter(([, f]) => f.where === 'call')
+    .map(([code, f]) => [code, f.status]),
 ) as Readonly<Record<CallDenialCode, number>>;
 
 export interface ConstraintViolation {
@@ -165,8 +177,10 @@ function violationGuidance(denial: Denial, ctx: GuidanceContext): string {
   for (const v of denial.violations ?? []) lines.push(`- ${v.message}.`);
   const allowed = Object.entries(ctx.activeConstraints ?? {}).map(([f, r]) => `${f} ${describeRule(r)}`);
   if (allowed.length) lines.push(`Allowed: ${allowed.join('; ')}.`);
-  lines.push(ctx.requestPermission
-    ? `If the user really needs these values, ask a human: POST /agent/request-permission with a token whose aud is "request_permission" and the body {"capability": "${cap}", "args": <the same arguments>, "reason": "<why>"}. Otherwise change the arguments to fit the limits and call again with a new token.`
-    : 'Change the arguments to fit these limits and call again with a new token. Approval requests are not available for this service.');
+  lines.push(
+    ctx.requestPermission
+      ? `If the user really needs these values, ask a human: POST /agent/request-permission with a token whose aud is "request_permission" and the body {"capability": "${cap}", "args": <the same arguments>, "reason": "<why>"}. Otherwise change the arguments to fit the limits and call again with a new token.`
+      : 'Change the arguments to fit these limits and call again with a new token. Approval requests are not available for this service.',
+  );
   return lines.join('\n');
 }

@@ -1,6 +1,13 @@
 /** Library surface: the client helper for TypeScript agents, and the sidecar for embedding and tests. */
 export {
-  createAgentSigner, mintAgentToken, createAgentProof, registrationRequest, AGENT_TOKEN_TYPE, AGENT_PROOF_TYPE, MAX_TOKEN_LIFETIME_SECONDS, type AgentSigner,
+  createAgentSigner,
+  mintAgentToken,
+  createAgentProof,
+  registrationRequest,
+  AGENT_TOKEN_TYPE,
+  AGENT_PROOF_TYPE,
+  MAX_TOKEN_LIFETIME_SECONDS,
+  type AgentSigner,
 } from './identity/client.js';
 export { generateAgentKeyPair, thumbprintOf, importAgentKey } from './identity/keys.js';
 export { loadPolicyFile, loadPolicyText } from './policy/load.js';

@@ -22,4 +22,3 @@ export function createLogger(level: LogLevel = 'info', write: (line: string) => 
   const logger: Logger = { level, debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
   return logger;
 }
-

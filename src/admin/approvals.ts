@@ -8,10 +8,22 @@ import { jsonReply, type Reply } from '../http/respond.js';
 export function requestView(r: AccessRequest): Record<string, unknown> {
   const shown = redactForReview(r.args);
   return {
-    id: r.id, state: r.state, agentId: r.agentId, agentName: r.agentName, capability: r.capability,
-    method: r.method, path: r.target, args: shown.value, redacted: shown.redacted, reason: r.reason, violations: r.violations,
-    createdAt: new Date(r.createdAt).toISOString(), expiresAt: new Date(r.expiresAt).toISOString(),
-    notified: r.notified, scope: r.scope, denyReason: r.denyReason,
+    id: r.id,
+    state: r.state,
+    agentId: r.agentId,
+    agentName: r.agentName,
+    capability: r.capability,
+    method: r.method,
+    path: r.target,
+    args: shown.value,
+    redacted: shown.redacted,
+    reason: r.reason,
+    violations: r.violations,
+    createdAt: new Date(r.createdAt).toISOString(),
+    expiresAt: new Date(r.expiresAt).toISOString(),
+    notified: r.notified,
+    scope: r.scope,
+    denyReason: r.denyReason,
     resolvedAt: r.resolvedAt === undefined ? undefined : new Date(r.resolvedAt).toISOString(),
     resultStatus: r.outcome?.status,
   };
@@ -35,7 +47,12 @@ function resolution(e: ResolutionError): Denial {
 }
 
 /** POST /approvals/{id}/approve|deny|code with {code, scope?, reason?}. */
-export async function resolveRequest(approvals: ApprovalService, id: string, action: 'approve' | 'deny' | 'code', body: Record<string, unknown>): Promise<Reply | Denial> {
+export async function resolveRequest(
+  approvals: ApprovalService,
+  id: string,
+  action: 'approve' | 'deny' | 'code',
+  body: Record<string, unknown>,
+): Promise<Reply | Denial> {
   switch (action) {
     case 'approve': {
       const r = await approvals.approve(id, body.code, body.scope ?? 'once');

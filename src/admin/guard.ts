@@ -19,9 +19,11 @@ export const UNAUTHORIZED_LOG_INTERVAL_MS = 10_000;
 export function adminStartupProblem(o: { adminToken?: string; insecureNoToken?: boolean; approvals: boolean }): string | undefined {
   if (o.adminToken && o.insecureNoToken) return `give an admin token or ${INSECURE_FLAG}, not both`;
   if (o.approvals && !o.adminToken && !o.insecureNoToken) {
-    return 'the policy turns on human approval (accessRequests), whose admin API approves and denies calls: ' +
+    return (
+      'the policy turns on human approval (accessRequests), whose admin API approves and denies calls: ' +
       `set an admin token (AGENTS_CHAIN_ADMIN_TOKEN or --admin-token-file), or pass ${INSECURE_FLAG} (${INSECURE_ENV}=true) ` +
-      'to serve it to anyone who reaches the admin listener';
+      'to serve it to anyone who reaches the admin listener'
+    );
   }
   return undefined;
 }
@@ -53,7 +55,12 @@ export function throttled(now: () => number, intervalMs: number): () => number |
  * it was opened explicitly. Refused calls are logged at most once per
  * interval, with a count: anything on the pod network can reach this port.
  */
-export function adminGuard(o: { adminToken?: string; insecureNoToken?: boolean; log: Logger; now?: () => number }): (req: IncomingMessage) => Denial | undefined {
+export function adminGuard(o: {
+  adminToken?: string;
+  insecureNoToken?: boolean;
+  log: Logger;
+  now?: () => number;
+}): (req: IncomingMessage) => Denial | undefined {
   const expected = o.adminToken ? digest(o.adminToken) : undefined;
   const open = !expected && o.insecureNoToken === true;
   const refusedLog = throttled(o.now ?? Date.now, UNAUTHORIZED_LOG_INTERVAL_MS);
@@ -64,7 +71,12 @@ export function adminGuard(o: { adminToken?: string; insecureNoToken?: boolean; 
     const m = /^Bearer +(\S+)\s*$/i.exec(req.headers.authorization ?? '');
     if (m?.[1] !== undefined && timingSafeEqual(digest(m[1]), expected)) return undefined;
     const suppressed = refusedLog();
-    if (suppressed !== undefined) o.log.warn('admin call without a valid token', { method: req.method, path: (req.url ?? '').split('?')[0], ...(suppressed ? { alsoRefusedSinceLastLine: suppressed } : {}) });
+    if (suppressed !== undefined)
+      o.log.warn('admin call without a valid token', {
+        method: req.method,
+        path: (req.url ?? '').split('?')[0],
+        ...(suppressed ? { alsoRefusedSinceLastLine: suppressed } : {}),
+      });
     return deny('unauthorized', 'admin bearer token required');
   };
 }

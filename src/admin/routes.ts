@@ -41,46 +41,108 @@ export interface AdminRoute {
 }
 
 const READ = ['GET', 'HEAD'];
-const HOSTS = { available: (c: AdminContext) => c.registry !== undefined && (c.hasHosts?.() ?? true), message: 'the policy lists no hosts: no agents can be registered' };
-const APPROVALS = { available: (c: AdminContext) => c.approvals !== undefined, message: 'request_permission is not configured (constraintAware and accessRequests)' };
+const HOSTS = {
+  available: (c: AdminContext) => c.registry !== undefined && (c.hasHosts?.() ?? true),
+  message: 'the policy lists no hosts: no agents can be registered',
+};
+const APPROVALS = {
+  available: (c: AdminContext) => c.approvals !== undefined,
+  message: 'request_permission is not configured (constraintAware and accessRequests)',
+};
 
 /** The admin listener, as a table. Open routes first; everything else needs the admin token. */
 export const ADMIN_ROUTES: readonly AdminRoute[] = [
   { methods: READ, path: '/healthz', access: 'open', handle: () => jsonReply(200, { status: 'ok' }) },
   { methods: READ, path: '/readyz', access: 'open', handle: (_req, _p, ctx) => readiness(ctx) },
   // The kubelet's probes of the app, sent here because the app's port is captured: open like /readyz.
-  { methods: READ, path: `${APP_HEALTH_PREFIX}*`, access: 'open', handle: async (req, p, ctx) => {
-    const { status, body } = await appHealthAnswer(`${APP_HEALTH_PREFIX}${p['*'] ?? ''}`, ctx.appProbes);
-    return jsonReply(status, body);
-  } },
+  {
+    methods: READ,
+    path: `${APP_HEALTH_PREFIX}*`,
+    access: 'open',
+    handle: async (req, p, ctx) => {
+      const { status, body } = await appHealthAnswer(`${APP_HEALTH_PREFIX}${p['*'] ?? ''}`, ctx.appProbes);
+      return jsonReply(status, body);
+    },
+  },
   // Like kubelet probes, Prometheus scrapes without credentials; keep the admin port inside the pod network.
-  { methods: READ, path: '/metrics', access: 'open', needs: { available: (c) => c.metrics !== undefined, message: 'metrics are off' }, handle: async (req, _p, ctx) => {
-    const metrics = ctx.metrics;
-    if (!metrics) return deny('not_found', 'metrics are off');
-    return { status: 200, text: await metrics.metrics(), contentType: metrics.contentType, headOnly: req.method === 'HEAD' };
-  } },
-  { methods: ['GET'], path: '/stats', access: 'token', handle: (_req, _p, { audit }) => jsonReply(200, audit ? { audit: { ...audit.stats, backlog: audit.backlog } } : { audit: null }) },
+  {
+    methods: READ,
+    path: '/metrics',
+    access: 'open',
+    needs: { available: (c) => c.metrics !== undefined, message: 'metrics are off' },
+    handle: async (req, _p, ctx) => {
+      const metrics = ctx.metrics;
+      if (!metrics) return deny('not_found', 'metrics are off');
+      return { status: 200, text: await metrics.metrics(), contentType: metrics.contentType, headOnly: req.method === 'HEAD' };
+    },
+  },
+  {
+    methods: ['GET'],
+    path: '/stats',
+    access: 'token',
+    handle: (_req, _p, { audit }) => jsonReply(200, audit ? { audit: { ...audit.stats, backlog: audit.backlog } } : { audit: null }),
+  },
   { methods: ['GET'], path: '/stats/entries', access: 'token', handle: recentEntries },
-  { methods: ['GET'], path: '/agents', access: 'token', needs: HOSTS, handle: async (_req, _p, ctx) => jsonReply(200, { agents: (await registryOf(ctx).list()).map(agentView) }) },
+  {
+    methods: ['GET'],
+    path: '/agents',
+    access: 'token',
+    needs: HOSTS,
+    handle: async (_req, _p, ctx) => jsonReply(200, { agents: (await registryOf(ctx).list()).map(agentView) }),
+  },
   { methods: ['POST'], path: '/agents/{id}/revoke', access: 'token', needs: HOSTS, handle: revokeAgent },
-  { methods: ['GET'], path: '/approvals', access: 'token', needs: APPROVALS, handle: async (_req, _p, ctx) => jsonReply(200, { requests: (await approvalsOf(ctx).pending()).map(requestView) }) },
-  { methods: ['GET'], path: '/approvals/grants', access: 'token', needs: APPROVALS, handle: async (_req, _p, ctx) => jsonReply(200, { grants: (await approvalsOf(ctx).valueApprovals()).map(valueApprovalView) }) },
-  { methods: ['DELETE'], path: '/approvals/grants/{id}', access: 'token', needs: APPROVALS, handle: async (_req, p, ctx) => {
-    const id = p.id ?? '';
-    return (await approvalsOf(ctx).revokeValueApproval(id)) ? jsonReply(200, { revoked: id }) : deny('not_found', 'no such value approval');
-  } },
-  { methods: ['GET'], path: '/approvals/{id}', access: 'token', needs: APPROVALS, handle: async (_req, p, ctx) => {
-    const r = await approvalsOf(ctx).get(p.id ?? '');
-    return r ? jsonReply(200, requestView(r)) : deny('not_found', 'no such access request');
-  } },
+  {
+    methods: ['GET'],
+    path: '/approvals',
+    access: 'token',
+    needs: APPROVALS,
+    handle: async (_req, _p, ctx) => jsonReply(200, { requests: (await approvalsOf(ctx).pending()).map(requestView) }),
+  },
+  {
+    methods: ['GET'],
+    path: '/approvals/grants',
+    access: 'token',
+    needs: APPROVALS,
+    handle: async (_req, _p, ctx) => jsonReply(200, { grants: (await approvalsOf(ctx).valueApprovals()).map(valueApprovalView) }),
+  },
+  {
+    methods: ['DELETE'],
+    path: '/approvals/grants/{id}',
+    access: 'token',
+    needs: APPROVALS,
+    handle: async (_req, p, ctx) => {
+      const id = p.id ?? '';
+      return (await approvalsOf(ctx).revokeValueApproval(id)) ? jsonReply(200, { revoked: id }) : deny('not_found', 'no such value approval');
+    },
+  },
+  {
+    methods: ['GET'],
+    path: '/approvals/{id}',
+    access: 'token',
+    needs: APPROVALS,
+    handle: async (_req, p, ctx) => {
+      const r = await approvalsOf(ctx).get(p.id ?? '');
+      return r ? jsonReply(200, requestView(r)) : deny('not_found', 'no such access request');
+    },
+  },
   // The action is a literal segment (never percent-decoded): a front proxy's rule on ".../approve" sees what runs.
   ...(['approve', 'deny', 'code'] as const).map((action): AdminRoute => ({
-    methods: ['POST'], path: `/approvals/{id}/${action}`, access: 'token', needs: APPROVALS, handle: async (req, p, ctx) => {
+    methods: ['POST'],
+    path: `/approvals/{id}/${action}`,
+    access: 'token',
+    needs: APPROVALS,
+    handle: async (req, p, ctx) => {
       const body = await readJsonObject(req, 'expected a JSON object');
       return isDenial(body) ? body : resolveRequest(approvalsOf(ctx), p.id ?? '', action, body);
     },
   })),
-  { methods: ['POST'], path: '/approvals/{id}/{action}', access: 'token', needs: APPROVALS, handle: (_req, p) => deny('not_found', `no admin action "${p.action ?? ''}"`) },
+  {
+    methods: ['POST'],
+    path: '/approvals/{id}/{action}',
+    access: 'token',
+    needs: APPROVALS,
+    handle: (_req, p) => deny('not_found', `no admin action "${p.action ?? ''}"`),
+  },
 ];
 
 function readiness(ctx: AdminContext): Reply {
@@ -95,7 +157,8 @@ function readiness(ctx: AdminContext): Reply {
 function recentEntries(req: IncomingMessage, _p: Readonly<Record<string, string>>, { audit }: AdminContext): Reply | Denial {
   const raw = new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('limit');
   const limit = raw === null ? 50 : Number(raw);
-  if (!/^\d{1,3}$/.test(raw ?? '50') || !Number.isSafeInteger(limit) || limit < 1 || limit > 500) return deny('invalid_query', 'limit must be a whole number from 1 to 500');
+  if (!/^\d{1,3}$/.test(raw ?? '50') || !Number.isSafeInteger(limit) || limit < 1 || limit > 500)
+    return deny('invalid_query', 'limit must be a whole number from 1 to 500');
   return jsonReply(200, { entries: audit?.recentEntries(limit) ?? [] });
 }
 

@@ -32,15 +32,28 @@ export function approvalExecutor(deps: ExecutorDeps): Executor {
     const refused = await stillAuthorized(r, body, deps);
     if (refused) return { status: statusOf(refused.code), body: denialBody(refused) };
     // Egress: the provider gets the sidecar's key and no identity headers, exactly as on a normal call.
-    const headers = appRequestHeaders([...r.headers, ...(body ? ['content-type', 'application/json'] : [])], {
-      requestId: r.id, bodyLength: body?.length, checked: { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
-    }, deps.rules);
+    const headers = appRequestHeaders(
+      [...r.headers, ...(body ? ['content-type', 'application/json'] : [])],
+      {
+        requestId: r.id,
+        bodyLength: body?.length,
+        checked: { agentId: r.agentId, agentName: r.agentName, capability: r.capability },
+      },
+      deps.rules,
+    );
     headers.push('agent-permission', 'approved');
-    const answer = await deps.upstream.fetch(r.method, r.target, headers, body, { timeoutMs: deps.limits.approvedCallTimeoutMs, maxBytes: deps.limits.maxBodyBytes });
+    const answer = await deps.upstream.fetch(r.method, r.target, headers, body, {
+      timeoutMs: deps.limits.approvedCallTimeoutMs,
+      maxBytes: deps.limits.maxBodyBytes,
+    });
     const type = String(answer.headers['content-type'] ?? '');
     let parsed: unknown = answer.body.toString('utf8');
     if (/json/i.test(type)) {
-      try { parsed = JSON.parse(parsed as string); } catch { /* keep the text */ }
+      try {
+        parsed = JSON.parse(parsed as string);
+      } catch {
+        /* keep the text */
+      }
     }
     return { status: answer.status, contentType: type || undefined, body: parsed };
   };
@@ -56,8 +69,17 @@ async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps:
   if (!match || match.route.kind !== 'capability' || match.route.capability.name !== r.capability) {
     return deny('capability_denied', `${r.method} ${target.path} is no longer the capability "${r.capability}"`);
   }
-  const authorization = await authorize(agent, [r.capability], {
-    method: r.method, params: match.params, query: target.query, body, headers: { 'content-type': 'application/json' },
-  }, { policy, now: deps.now });
+  const authorization = await authorize(
+    agent,
+    [r.capability],
+    {
+      method: r.method,
+      params: match.params,
+      query: target.query,
+      body,
+      headers: { 'content-type': 'application/json' },
+    },
+    { policy, now: deps.now },
+  );
   return isDenial(authorization) ? authorization : undefined;
 }

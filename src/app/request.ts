@@ -21,7 +21,11 @@ export interface HeaderRules {
  * sidecar's credential, only on checked calls (an unmapped path passes
  * through as the agent sent it, never with the sidecar's key).
  */
-export function appRequestHeaders(raw: readonly string[], o: { requestId: string; bodyLength?: number; clientAddress?: string; checked?: CheckedAs }, rules: HeaderRules): string[] {
+export function appRequestHeaders(
+  raw: readonly string[],
+  o: { requestId: string; bodyLength?: number; clientAddress?: string; checked?: CheckedAs },
+  rules: HeaderRules,
+): string[] {
   const egress = rules.egress;
   const checked = o.checked;
   return upstreamRequestHeaders(raw, {

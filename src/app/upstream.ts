@@ -49,7 +49,9 @@ export class Upstream {
   async forward(req: ForwardRequest, res: ServerResponse): Promise<ForwardResult | Denial> {
     // undici takes an EventEmitter as the abort signal: far cheaper per call than an AbortController.
     const abort = new EventEmitter();
-    const onClose = (): void => { if (!res.writableFinished) abort.emit('abort'); };
+    const onClose = (): void => {
+      if (!res.writableFinished) abort.emit('abort');
+    };
     res.on('close', onClose);
     let upstream;
     try {
@@ -83,7 +85,10 @@ export class Upstream {
    * time and size: a stream that never ends must not hold an agent forever.
    */
   async fetch(
-    method: string, target: string, headers: string[], body: Buffer | undefined,
+    method: string,
+    target: string,
+    headers: string[],
+    body: Buffer | undefined,
     limits: { timeoutMs: number; maxBytes: number } = { timeoutMs: 30_000, maxBytes: 1024 * 1024 },
   ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
     const r = await this.pool.request({ method: method, path: target, headers, body, signal: AbortSignal.timeout(limits.timeoutMs) });

@@ -8,8 +8,10 @@ import type { ValueApproval } from './types.js';
  * apply a default to the one and reject the other).
  */
 export function covers(approval: ValueApproval, violations: readonly ConstraintViolation[]): boolean {
-  return violations.length > 0 && violations.every((v) =>
-    v.absent !== true && Object.hasOwn(approval.values, v.field) && sameJson(approval.values[v.field], v.actual));
+  return (
+    violations.length > 0 &&
+    violations.every((v) => v.absent !== true && Object.hasOwn(approval.values, v.field) && sameJson(approval.values[v.field], v.actual))
+  );
 }
 
 function sameJson(a: unknown, b: unknown): boolean {

@@ -35,32 +35,42 @@ export class WebhookNotifier implements Notifier {
     const approvePath = `/approvals/${r.id}/approve`;
     // Secrets are hidden from the reviewer, and the message says which ones: the approved call sends them all.
     const shown = redactForReview(r.args);
-    const payload = this.opts.format === 'slack'
-      ? { text: slackRequestText(r, code, shown.value, shown.redacted) }
-      : {
-          event: 'access_request',
-          requestId: r.id,
-          code,
-          agentId: r.agentId,
-          agentName: r.agentName,
-          capability: r.capability,
-          method: r.method,
-          path: r.target,
-          args: shown.value,
-          redacted: shown.redacted,
-          reason: r.reason,
-          violations: r.violations,
-          expiresAt: new Date(r.expiresAt).toISOString(),
-          approve: { method: 'POST', url: `${this.opts.adminUrl ?? ''}${approvePath}`, body: { code, scope: 'once | value' } },
-          deny: { method: 'POST', url: `${this.opts.adminUrl ?? ''}/approvals/${r.id}/deny`, body: { code, reason: '...' } },
-        };
+    const payload =
+      this.opts.format === 'slack'
+        ? { text: slackRequestText(r, code, shown.value, shown.redacted) }
+        : {
+            event: 'access_request',
+            requestId: r.id,
+            code,
+            agentId: r.agentId,
+            agentName: r.agentName,
+            capability: r.capability,
+            method: r.method,
+            path: r.target,
+            args: shown.value,
+            redacted: shown.redacted,
+            reason: r.reason,
+            violations: r.violations,
+            expiresAt: new Date(r.expiresAt).toISOString(),
+            approve: { method: 'POST', url: `${this.opts.adminUrl ?? ''}${approvePath}`, body: { code, scope: 'once | value' } },
+            deny: { method: 'POST', url: `${this.opts.adminUrl ?? ''}/approvals/${r.id}/deny`, body: { code, reason: '...' } },
+          };
     await this.post(payload, r.id);
   }
 
   async onResolved(r: AccessRequest): Promise<void> {
-    const payload = this.opts.format === 'slack'
-      ? { text: slackResolvedText(r) }
-      : { event: 'access_request_resolved', requestId: r.id, agentId: r.agentId, capability: r.capability, outcome: r.state, scope: r.scope, reason: r.denyReason };
+    const payload =
+      this.opts.format === 'slack'
+        ? { text: slackResolvedText(r) }
+        : {
+            event: 'access_request_resolved',
+            requestId: r.id,
+            agentId: r.agentId,
+            capability: r.capability,
+            outcome: r.state,
+            scope: r.scope,
+            reason: r.denyReason,
+          };
     await this.post(payload, r.id);
   }
 
@@ -72,8 +82,11 @@ export class WebhookNotifier implements Notifier {
       if (attempt > 0) await new Promise((r) => setTimeout(r, backoff(attempt - 1)));
       try {
         const res = await request(this.opts.url, {
-          method: 'POST', body, headers: { 'content-type': 'application/json', ...this.opts.headers },
-          headersTimeout: 5_000, bodyTimeout: 5_000,
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json', ...this.opts.headers },
+          headersTimeout: 5_000,
+          bodyTimeout: 5_000,
         });
         await res.body.dump();
         if (res.statusCode < 300) return;

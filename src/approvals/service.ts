@@ -73,17 +73,26 @@ export class ApprovalService {
     const code = newApprovalCode();
     const createdAt = this.now();
     const request: AccessRequest = {
-      id: randomUUID(), ...input, body: input.body?.toString('base64'),
-      createdAt, expiresAt: createdAt + this.settings.ttlMs, codeHash: hashCode(code), state: 'pending', notified: false,
+      id: randomUUID(),
+      ...input,
+      body: input.body?.toString('base64'),
+      createdAt,
+      expiresAt: createdAt + this.settings.ttlMs,
+      codeHash: hashCode(code),
+      state: 'pending',
+      notified: false,
     };
     await this.store.create(request);
     this.scheduleExpiry(request);
     this.log.info('access request created', { requestId: request.id, agent: request.agentId, capability: request.capability });
     this.onEvent('created', request);
-    void this.notifier.notify(request, code).then(
-      () => this.store.update(request.id, { notified: true }),
-      () => undefined, // already logged; the request stays pending and approvable through the admin API
-    ).catch((err: Error) => this.log.warn('could not mark an access request notified', { requestId: request.id, error: err.message }));
+    void this.notifier
+      .notify(request, code)
+      .then(
+        () => this.store.update(request.id, { notified: true }),
+        () => undefined, // already logged; the request stays pending and approvable through the admin API
+      )
+      .catch((err: Error) => this.log.warn('could not mark an access request notified', { requestId: request.id, error: err.message }));
     return request;
   }
 
@@ -136,7 +145,9 @@ export class ApprovalService {
         finish(r);
       };
       const onChange = (): void => void check();
-      const release = (): void => { if (!done) finish('released'); };
+      const release = (): void => {
+        if (!done) finish('released');
+      };
       this.events.on(id, onChange);
       this.events.once(RELEASE, release);
       void check();
@@ -242,8 +253,13 @@ export class ApprovalService {
     if (Object.keys(values).length === 0) return;
     const now = this.now();
     await this.store.addValueApproval({
-      id: randomUUID(), agentId: r.agentId, capability: r.capability, values, requestId: r.id,
-      createdAt: now, expiresAt: now + this.settings.valueApprovalTtlMs,
+      id: randomUUID(),
+      agentId: r.agentId,
+      capability: r.capability,
+      values,
+      requestId: r.id,
+      createdAt: now,
+      expiresAt: now + this.settings.valueApprovalTtlMs,
     });
   }
 
@@ -267,10 +283,13 @@ export class ApprovalService {
   }
 
   private scheduleExpiry(r: AccessRequest): void {
-    const timer = setTimeout(() => {
-      this.timers.delete(r.id);
-      void this.expire(r);
-    }, Math.max(0, r.expiresAt - this.now()));
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(r.id);
+        void this.expire(r);
+      },
+      Math.max(0, r.expiresAt - this.now()),
+    );
     timer.unref();
     this.timers.set(r.id, timer);
   }

@@ -39,10 +39,13 @@ export function slackInline(text: string): string {
 
 /** Agent text as a Slack quote: each line (any line break) prefixed with "> ", so it stays inside the quote. */
 export function slackQuote(text: string): string {
-  return text.split(/\r\n|[\n\r\u000b\u000c\u0085\u2028\u2029]/).map((line) => {
-    const shown = slackInline(line);
-    return shown ? `> ${shown}` : '>';
-  }).join('\n');
+  return text
+    .split(/\r\n|[\n\r\u000b\u000c\u0085\u2028\u2029]/)
+    .map((line) => {
+      const shown = slackInline(line);
+      return shown ? `> ${shown}` : '>';
+    })
+    .join('\n');
 }
 
 export function slackRequestText(r: AccessRequest, code: string, shownArgs: unknown, redacted: readonly string[]): string {
@@ -57,7 +60,8 @@ export function slackRequestText(r: AccessRequest, code: string, shownArgs: unkn
     'Arguments:',
     slackQuote(cut ? json.slice(0, MAX_ARGS_CHARS) : json),
   ];
-  if (cut) lines.push(`Arguments shortened here: ${json.length - MAX_ARGS_CHARS} more characters; the whole call: GET /approvals/${r.id} on the admin listener.`);
+  if (cut)
+    lines.push(`Arguments shortened here: ${json.length - MAX_ARGS_CHARS} more characters; the whole call: GET /approvals/${r.id} on the admin listener.`);
   if (redacted.length) {
     lines.push(`Hidden here as secrets (the approved call sends their real values): ${redacted.map(slackInline).join(', ')}`);
   }

@@ -58,11 +58,14 @@ export class RedisAccessRequestStore implements AccessRequestStore {
 
   async create(request: AccessRequest): Promise<void> {
     const key = this.key(request.id);
-    checked(await this.redis.multi()
-      .hset(key, 'data', JSON.stringify(request), 'state', request.state, 'ver', '1')
-      .pexpire(key, this.ttl(request))
-      .zadd(this.pendingKey, request.createdAt, request.id)
-      .exec());
+    checked(
+      await this.redis
+        .multi()
+        .hset(key, 'data', JSON.stringify(request), 'state', request.state, 'ver', '1')
+        .pexpire(key, this.ttl(request))
+        .zadd(this.pendingKey, request.createdAt, request.id)
+        .exec(),
+    );
   }
 
   async get(id: string): Promise<AccessRequest | undefined> {
@@ -89,10 +92,13 @@ export class RedisAccessRequestStore implements AccessRequestStore {
   }
 
   async addValueApproval(a: ValueApproval): Promise<void> {
-    checked(await this.redis.multi()
-      .set(this.valueKey(a.id), JSON.stringify(a), 'PX', Math.max(1, a.expiresAt - this.now()))
-      .sadd(this.valueIndex, a.id)
-      .exec());
+    checked(
+      await this.redis
+        .multi()
+        .set(this.valueKey(a.id), JSON.stringify(a), 'PX', Math.max(1, a.expiresAt - this.now()))
+        .sadd(this.valueIndex, a.id)
+        .exec(),
+    );
   }
 
   async valueApprovals(nowMs: number): Promise<ValueApproval[]> {
@@ -118,8 +124,17 @@ export class RedisAccessRequestStore implements AccessRequestStore {
       const current = JSON.parse(data) as AccessRequest;
       if (requirePending && current.state !== 'pending') return undefined;
       const updated = next(current);
-      const ok = await (this.redis as unknown as { agentsChainCas: (...a: unknown[]) => Promise<number> })
-        .agentsChainCas(key, this.pendingKey, ver, JSON.stringify(updated), updated.state, id, this.channel, this.ttl(updated), requirePending ? '1' : '0');
+      const ok = await (this.redis as unknown as { agentsChainCas: (...a: unknown[]) => Promise<number> }).agentsChainCas(
+        key,
+        this.pendingKey,
+        ver,
+        JSON.stringify(updated),
+        updated.state,
+        id,
+        this.channel,
+        this.ttl(updated),
+        requirePending ? '1' : '0',
+      );
       if (ok === 1) return updated;
       if (ok === -1) return undefined; // resolved by someone else meanwhile
     }

@@ -111,11 +111,13 @@ export class AuditBatcher {
       this.addPending(); // entries recorded before this one (in batched mode, before drain) stay ahead of it
       this.add(entry);
     } catch (err) {
-      return Promise.reject(err as Error); // callers handle a refused record as a rejection, never a throw
+      return Promise.reject(err instanceof Error ? err : new Error(String(err))); // callers handle a refused record as a rejection, never a throw
     }
     this.count(entry);
     // Group commit: every strict entry of this tick shares one flush (and one fsync).
-    const durable = new Promise<void>((resolve, reject) => { this.waiters.push({ resolve, reject }); });
+    const durable = new Promise<void>((resolve, reject) => {
+      this.waiters.push({ resolve, reject });
+    });
     queueMicrotask(this.opts.requestFlush);
     return durable;
   }

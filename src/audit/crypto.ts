@@ -23,7 +23,11 @@ export function auditKey(raw: Buffer): AuditKey {
  * current, the rest are old keys kept for reading. `#` starts a comment.
  */
 export function parseKeyring(text: string): AuditKeyring {
-  const keys = text.split('\n').map((l) => l.replace(/#.*/, '').trim()).filter(Boolean).map((l) => auditKey(Buffer.from(l, 'base64')));
+  const keys = text
+    .split('\n')
+    .map((l) => l.replace(/#.*/, '').trim())
+    .filter(Boolean)
+    .map((l) => auditKey(Buffer.from(l, 'base64')));
   if (keys.length === 0) throw new Error('no audit key found (one base64-encoded 32-byte key per line)');
   return { current: keys[0]!, all: new Map(keys.map((k) => [k.id, k])) };
 }

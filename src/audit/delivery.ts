@@ -28,7 +28,11 @@ export class AuditDelivery {
   private readonly wakers = new Map<string, () => void>();
   private stopped = false;
 
-  constructor(private readonly spool: Spool, private readonly exporters: readonly AuditExporter[], private readonly opts: DeliveryOptions) {}
+  constructor(
+    private readonly spool: Spool,
+    private readonly exporters: readonly AuditExporter[],
+    private readonly opts: DeliveryOptions,
+  ) {}
 
   get hasExporters(): boolean {
     return this.exporters.length > 0;

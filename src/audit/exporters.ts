@@ -51,7 +51,11 @@ export class FileAuditExporter implements AuditExporter {
 /** POSTs each batch; the sequence number is the idempotency key, so a retried batch is recognisable. */
 export class HttpAuditExporter implements AuditExporter {
   readonly name: string;
-  constructor(private readonly url: string, private readonly apiKey?: string, private readonly timeoutMs = 10_000) {
+  constructor(
+    private readonly url: string,
+    private readonly apiKey?: string,
+    private readonly timeoutMs = 10_000,
+  ) {
     this.name = `http-${new URL(url).host.replace(/[^A-Za-z0-9._-]/g, '_')}`;
   }
   async export(line: Buffer, seq: number): Promise<void> {
@@ -76,7 +80,10 @@ function remainderOf(parts: Buffer[], written: number): Buffer[] {
   const out: Buffer[] = [];
   for (const p of parts) {
     if (written >= p.length) written -= p.length;
-    else { out.push(p.subarray(written)); written = 0; }
+    else {
+      out.push(p.subarray(written));
+      written = 0;
+    }
   }
   return out;
 }

@@ -7,7 +7,11 @@
  */
 export class RawJson {
   /** `keys`: every object key in the value, as the parser met them, so redaction need not walk the value again. */
-  constructor(readonly value: unknown, readonly bytes: Uint8Array, readonly keys?: readonly string[]) {}
+  constructor(
+    readonly value: unknown,
+    readonly bytes: Uint8Array,
+    readonly keys?: readonly string[],
+  ) {}
 
   /** For any consumer that serialises an entry itself (logs, tests). */
   toJSON(): unknown {

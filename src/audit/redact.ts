@@ -13,15 +13,49 @@
 
 /** Exact names (normalised). */
 export const SECRET_NAMES: readonly string[] = [
-  'auth', 'authorization', 'proxyauthorization', 'bearer', 'jwt', 'cookie', 'setcookie', 'session', 'sessionid',
-  'pwd', 'pass', 'passphrase', 'key', 'privkey', 'xauth', 'authheader', 'creds',
+  'auth',
+  'authorization',
+  'proxyauthorization',
+  'bearer',
+  'jwt',
+  'cookie',
+  'setcookie',
+  'session',
+  'sessionid',
+  'pwd',
+  'pass',
+  'passphrase',
+  'key',
+  'privkey',
+  'xauth',
+  'authheader',
+  'creds',
 ];
 
 /** Endings (normalised): `token` covers token, access_token, refresh_token, id_token, auth_token, csrf_token... */
 export const SECRET_SUFFIXES: readonly string[] = [
-  'secret', 'secrets', 'token', 'password', 'passwords', 'passwd',
-  'apikey', 'apikeys', 'privatekey', 'secretkey', 'accesskey', 'credential', 'credentials', 'creds',
-  'sshkey', 'signingkey', 'encryptionkey', 'hmackey', 'masterkey', 'privkey', 'clientkey', 'keybase',
+  'secret',
+  'secrets',
+  'token',
+  'password',
+  'passwords',
+  'passwd',
+  'apikey',
+  'apikeys',
+  'privatekey',
+  'secretkey',
+  'accesskey',
+  'credential',
+  'credentials',
+  'creds',
+  'sshkey',
+  'signingkey',
+  'encryptionkey',
+  'hmackey',
+  'masterkey',
+  'privkey',
+  'clientkey',
+  'keybase',
 ];
 
 /** Beginnings (normalised): key material under a longer name (`private_key_pem`, `privateKeyId`). */

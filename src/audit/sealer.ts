@@ -20,7 +20,10 @@ export class BatchSealer {
   private last = 0;
 
   /** `sizeHint`: bytes the batch is expected to reach (the previous batch's size), to avoid regrowing. */
-  constructor(private readonly key: AuditKey, sizeHint = 64 * 1024) {
+  constructor(
+    private readonly key: AuditKey,
+    sizeHint = 64 * 1024,
+  ) {
     this.arena = takeArena(Math.max(256, sizeHint));
   }
 
@@ -77,7 +80,9 @@ export class BatchSealer {
     const text = this.close();
     let plain: Buffer;
     try {
-      plain = await new Promise<Buffer>((resolve, reject) => brotliCompress(text, brotliOptions(text.length), (err, out) => (err ? reject(err) : resolve(out))));
+      plain = await new Promise<Buffer>((resolve, reject) =>
+        brotliCompress(text, brotliOptions(text.length), (err, out) => (err ? reject(err) : resolve(out))),
+      );
     } finally {
       giveArena(text); // zeroed whatever happened
     }
@@ -164,5 +169,13 @@ function giveArena(used: Buffer): void {
 function brotliOptions(size: number) {
   // Output chunks about as large as the compressed batch (audit JSON shrinks about 5x): each chunk is a
   // round trip between the thread pool and the event loop, and an oversized one is a large allocation.
-  return { chunkSize: Math.max(64 * 1024, Math.ceil(size / 4)), params: { [zlib.BROTLI_PARAM_QUALITY]: 0, [zlib.BROTLI_PARAM_LGWIN]: 18, [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT, [zlib.BROTLI_PARAM_SIZE_HINT]: size } };
+  return {
+    chunkSize: Math.max(64 * 1024, Math.ceil(size / 4)),
+    params: {
+      [zlib.BROTLI_PARAM_QUALITY]: 0,
+      [zlib.BROTLI_PARAM_LGWIN]: 18,
+      [zlib.BROTLI_PARAM_MODE]: zlib.BROTLI_MODE_TEXT,
+      [zlib.BROTLI_PARAM_SIZE_HINT]: size,
+    },
+  };
 }

@@ -29,7 +29,10 @@ export class SpoolWriter {
   /** One error line per outage, not one per refused record. */
   private warnedFull = false;
 
-  constructor(private readonly spool: Spool, private readonly opts: SpoolWriterOptions) {}
+  constructor(
+    private readonly spool: Spool,
+    private readonly opts: SpoolWriterOptions,
+  ) {}
 
   /** False when the spool is full or cannot be written. */
   get available(): boolean {
@@ -68,7 +71,8 @@ export class SpoolWriter {
   /** The answer to a record that is not kept (see `overflowing`). */
   refuse(): Promise<void> {
     countDropped(this.opts.stats, this.opts.observer, 1);
-    if (!this.warnedFull) this.opts.log.error('audit spool down and the in-memory backlog is full: records of refused calls are counted, not kept', { heldBytes: this.heldBytes });
+    if (!this.warnedFull)
+      this.opts.log.error('audit spool down and the in-memory backlog is full: records of refused calls are counted, not kept', { heldBytes: this.heldBytes });
     this.warnedFull = true;
     return Promise.reject(new Error('audit backlog full'));
   }

@@ -33,7 +33,11 @@ export class Spool {
   /** This spool's chain id: kept in the head file, so it outlives delivered batches and restarts. */
   chain: string = randomUUID();
 
-  constructor(private readonly dir: string | undefined, private readonly maxBytes: number, exporters: readonly string[]) {
+  constructor(
+    private readonly dir: string | undefined,
+    private readonly maxBytes: number,
+    exporters: readonly string[],
+  ) {
     for (const name of exporters) this.cursors.set(name, 0);
   }
 

@@ -60,15 +60,30 @@ export class AuditTrail {
   constructor(private readonly opts: AuditTrailOptions) {
     const { log, observer } = opts;
     const stats = this.stats;
-    this.spool = new Spool(opts.spoolDir, opts.spoolMaxBytes ?? 256 * 1024 * 1024, opts.exporters.map((e) => e.name));
+    this.spool = new Spool(
+      opts.spoolDir,
+      opts.spoolMaxBytes ?? 256 * 1024 * 1024,
+      opts.exporters.map((e) => e.name),
+    );
     // Bound once: the batcher asks for a flush per strict record, and a fresh closure each time would be garbage.
     const requestFlush = (): void => void this.flush();
-    this.batcher = new AuditBatcher({ keyring: opts.keyring, durability: this.durability, maxBatch: opts.maxBatch ?? 2000, redactPatterns: opts.redactPatterns, log, observer, stats, requestFlush });
+    this.batcher = new AuditBatcher({
+      keyring: opts.keyring,
+      durability: this.durability,
+      maxBatch: opts.maxBatch ?? 2000,
+      redactPatterns: opts.redactPatterns,
+      log,
+      observer,
+      stats,
+      requestFlush,
+    });
     this.delivery = new AuditDelivery(this.spool, opts.exporters, { backoffMs: opts.backoffMs, log, observer, stats, acknowledged: () => this.acknowledged() });
     this.writer = new SpoolWriter(this.spool, {
       sync: this.spool.durable && this.durability === 'strict',
       maxHeldBytes: opts.maxHeldBytes ?? 64 * 1024 * 1024,
-      log, observer, stats,
+      log,
+      observer,
+      stats,
       spooled: () => this.delivery.wake(),
     });
     this.recent = new RecentEntries(opts.keyring);
@@ -187,7 +202,9 @@ export class AuditTrail {
         resolve();
       };
       const deadline = setTimeout(done, deadlineMs);
-      this.onAcknowledged = () => { if (this.backlog === 0) done(); };
+      this.onAcknowledged = () => {
+        if (this.backlog === 0) done();
+      };
     });
   }
 }

@@ -52,7 +52,8 @@ export function verifyChain(lines: readonly string[], keys: AuditKeyring): Chain
     } else {
       if (b.seq <= head.seq) problems.push({ ...at, problem: `out of order: seq ${b.seq} after ${head.seq}` });
       else if (b.seq !== head.seq + 1) problems.push({ ...at, problem: `gap: batches ${head.seq + 1}..${b.seq - 1} missing` });
-      if (head.line !== undefined && b.prev !== batchHash(head.line)) problems.push({ ...at, problem: 'chain broken: prev is not the hash of the batch before' });
+      if (head.line !== undefined && b.prev !== batchHash(head.line))
+        problems.push({ ...at, problem: 'chain broken: prev is not the hash of the batch before' });
     }
     heads.set(b.chain, { seq: b.seq, line });
   });

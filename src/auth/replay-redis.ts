@@ -76,7 +76,10 @@ export class RedisReplayStore implements ReplayStore {
   private readonly watch: boolean;
   private checkedSocket: unknown;
 
-  constructor(private readonly redis: RedisClient, private readonly opts: RedisReplayOptions) {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly opts: RedisReplayOptions,
+  ) {
     redis.defineCommand('agentsChainReplayClaim', { numberOfKeys: 3, lua: CLAIM });
     redis.defineCommand('agentsChainReplayCheck', { numberOfKeys: 2, lua: CHECK });
     this.scripts = redis as unknown as Scripts;
@@ -169,7 +172,10 @@ export class RedisReplayStore implements ReplayStore {
     if (previous !== undefined && at - previous < SAME_LOSS_MS) return; // the same loss, seen again: refused from the later time, logged once
     this.opts.onReset?.(cause);
     this.opts.log.warn('replay window reset: Redis lost (or may have lost) the token ids it held; tokens issued before the reset are refused for one window', {
-      cause, resetAt: new Date(at).toISOString(), refusedUntil: new Date(at + this.opts.windowMs).toISOString(), ...detail,
+      cause,
+      resetAt: new Date(at).toISOString(),
+      refusedUntil: new Date(at + this.opts.windowMs).toISOString(),
+      ...detail,
     });
   }
 
@@ -207,7 +213,9 @@ export class RedisReplayStore implements ReplayStore {
       const policy = /^maxmemory_policy:(\S+)/m.exec(memory)?.[1];
       // An evicting Redis drops replay ids (they carry a TTL: volatile-* policies pick them first) without a trace.
       if (policy && policy !== 'noeviction' && policy !== this.warnedPolicy) {
-        this.opts.log.warn('Redis may evict replay ids when full, and a token would then pass twice: set maxmemory-policy noeviction', { maxmemoryPolicy: policy });
+        this.opts.log.warn('Redis may evict replay ids when full, and a token would then pass twice: set maxmemory-policy noeviction', {
+          maxmemoryPolicy: policy,
+        });
       }
       this.warnedPolicy = policy;
       // The uptime is only reported: a process no sidecar has checked is a reset however long it has been up (a
@@ -229,7 +237,11 @@ export class RedisReplayStore implements ReplayStore {
       const message = (err as Error).message;
       // Refused for good (an ACL without +info, a renamed command): fail closed, and say how to fix it.
       const refused = /^(NOPERM|ERR unknown command)/.test(message);
-      if (refused && this.checkError !== message) this.opts.log.error('the replay store needs INFO on Redis to notice a restart or failover; calls are refused until the sidecar\'s Redis user may run it', { error: message });
+      if (refused && this.checkError !== message)
+        this.opts.log.error(
+          "the replay store needs INFO on Redis to notice a restart or failover; calls are refused until the sidecar's Redis user may run it",
+          { error: message },
+        );
       else this.opts.log.debug('replay store server check failed', { error: message });
       this.checkError = message;
       return false;

@@ -50,12 +50,7 @@ export interface AgentDirectory {
  * rules claims.ts's (shared with host and proof tokens). The key is only ever
  * the directory's key for `sub`; a `kid` in the header is never used.
  */
-export async function verifyAgentToken(
-  token: string,
-  capability: string,
-  agents: AgentDirectory,
-  nowSeconds: number,
-): Promise<VerifiedToken | Denial> {
+export async function verifyAgentToken(token: string, capability: string, agents: AgentDirectory, nowSeconds: number): Promise<VerifiedToken | Denial> {
   // 1–2: decode header and payload, confirm typ, alg and the header members; claim types.
   const jws = decodeJws(token, AGENT_TOKEN_TYPE);
   if (typeof jws === 'string') return deny('token_invalid', jws);
@@ -66,7 +61,7 @@ export async function verifyAgentToken(
   const agent = await agents.get(claims.sub);
   if (!agent) return deny('agent_not_found', `no agent "${claims.sub}" is registered`);
   // 4: iss is that agent's key thumbprint.
-  if (claims.iss !== agent.thumbprint) return denyAs(agent, 'token_invalid', 'token iss is not the thumbprint of the agent\'s key');
+  if (claims.iss !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token iss is not the thumbprint of the agent's key");
   // 5: aud is the capability being called.
   if (claims.aud !== capability) return denyAs(agent, 'capability_denied', `token is for "${claims.aud}", not "${capability}"`);
   // 6: signature, with the policy's key only.
@@ -85,7 +80,14 @@ function denyAs(agent: Agent, ...args: Parameters<typeof deny>): Denial {
 function readClaims(p: Record<string, unknown>): AgentClaims | string {
   const problem = stringProblem(p, 'sub') ?? stringProblem(p, 'iss') ?? audienceProblem(p, 'the capability name') ?? timeProblem(p) ?? jtiProblem(p);
   if (problem) return problem;
-  const claims: AgentClaims = { sub: p.sub as string, iss: p.iss as string, aud: p.aud as string, iat: p.iat as number, exp: p.exp as number, jti: p.jti as string };
+  const claims: AgentClaims = {
+    sub: p.sub as string,
+    iss: p.iss as string,
+    aud: p.aud as string,
+    iat: p.iat as number,
+    exp: p.exp as number,
+    jti: p.jti as string,
+  };
   if (p.nbf !== undefined) claims.nbf = p.nbf as number;
   return claims;
 }

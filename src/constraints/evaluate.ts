@@ -57,10 +57,7 @@ function describe(v: unknown): string {
 }
 
 /** Evaluates every rule; returns all violations (empty when the call complies). */
-export function evaluateConstraints(
-  constraints: Constraints,
-  lookup: (field: string) => ArgumentValue,
-): ConstraintViolation[] {
+export function evaluateConstraints(constraints: Constraints, lookup: (field: string) => ArgumentValue): ConstraintViolation[] {
   const out: ConstraintViolation[] = [];
   for (const [field, rule] of Object.entries(constraints)) {
     const arg = lookup(field);
@@ -73,7 +70,9 @@ function checkRule(field: string, rule: ConstraintRule, arg: ArgumentValue): Con
   const out: ConstraintViolation[] = [];
   const actual = arg.present ? arg.value : undefined;
   const fail = (constraint: ConstraintViolation['constraint'], expected: unknown, message: string): void => {
-    out.push(arg.present ? { field, constraint, expected, actual: actual ?? null, message } : { field, constraint, expected, actual: null, message, absent: true });
+    out.push(
+      arg.present ? { field, constraint, expected, actual: actual ?? null, message } : { field, constraint, expected, actual: null, message, absent: true },
+    );
   };
   if (!arg.present) {
     for (const op of Object.keys(rule) as ConstraintViolation['constraint'][]) {
@@ -95,8 +94,10 @@ function checkRule(field: string, rule: ConstraintRule, arg: ArgumentValue): Con
     fail('in', rule.in, `${field} must be one of ${JSON.stringify(rule.in)}, got ${describe(actual)}`);
   }
   if (rule.not_in !== undefined) {
-    if (!isScalar(actual)) fail('not_in', rule.not_in, `${field} must be a string, number or boolean not in ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
-    else if (rule.not_in.some((e) => looselyEquals(actual, e))) fail('not_in', rule.not_in, `${field} must not be one of ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
+    if (!isScalar(actual))
+      fail('not_in', rule.not_in, `${field} must be a string, number or boolean not in ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
+    else if (rule.not_in.some((e) => looselyEquals(actual, e)))
+      fail('not_in', rule.not_in, `${field} must not be one of ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
   }
   if (rule.exact !== undefined && !equals(arg, rule.exact)) {
     fail('exact', rule.exact, `${field} must be exactly ${JSON.stringify(rule.exact)}, got ${describe(actual)}`);

@@ -33,8 +33,12 @@ export function constraintContext(policy: Policy, agentId: string, nowMs: number
     const constraints: Constraints = {};
     for (const field of Object.keys(grant.constraints).sort()) constraints[field] = grant.constraints[field]!;
     capabilities.push({
-      capability: cap.name, method: cap.method, path: cap.path, description: cap.description,
-      expiresAt: grant.expiresAt === undefined ? undefined : new Date(grant.expiresAt).toISOString(), constraints,
+      capability: cap.name,
+      method: cap.method,
+      path: cap.path,
+      description: cap.description,
+      expiresAt: grant.expiresAt === undefined ? undefined : new Date(grant.expiresAt).toISOString(),
+      constraints,
     });
   }
   capabilities.sort((a, b) => (a.capability < b.capability ? -1 : a.capability > b.capability ? 1 : 0));
@@ -46,9 +50,11 @@ function render(caps: CapabilityContext[], requestPermission: boolean): string {
     'Your calls to this service pass through the agents-chain sidecar, which enforces the limits below.',
     'A call outside them is refused with a structured result listing each violated field and the values allowed.',
   ];
-  lines.push(requestPermission
-    ? 'If a call you need falls outside these limits, you can ask a human to allow it with request_permission.'
-    : 'These limits cannot be raised from here: adjust your arguments to fit them.');
+  lines.push(
+    requestPermission
+      ? 'If a call you need falls outside these limits, you can ask a human to allow it with request_permission.'
+      : 'These limits cannot be raised from here: adjust your arguments to fit them.',
+  );
   lines.push('', 'Capabilities you may call:');
   if (caps.length === 0) lines.push('  (none)');
   for (const c of caps) {

@@ -21,7 +21,11 @@ export function createDemoApp(): Server {
       if (req.method === 'GET' && url.pathname === '/healthz') return json(200, { status: 'ok' });
       if (req.method === 'POST' && url.pathname === '/invoices') {
         let body: unknown;
-        try { body = JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null'); } catch { return json(400, { error: 'bad json' }); }
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null');
+        } catch {
+          return json(400, { error: 'bad json' });
+        }
         return json(201, { id: `inv-${next++}`, createdBy: agent, invoice: body });
       }
       if (req.method === 'GET' && url.pathname === '/invoices/events/stream') {
@@ -29,7 +33,10 @@ export function createDemoApp(): Server {
         let n = 0;
         const timer = setInterval(() => {
           res.write(`event: invoice\ndata: {"seq":${++n}}\n\n`);
-          if (n === 3) { clearInterval(timer); res.end(); }
+          if (n === 3) {
+            clearInterval(timer);
+            res.end();
+          }
         }, 200);
         res.on('close', () => clearInterval(timer));
         return;

@@ -45,9 +45,14 @@ export const PRESETS: Record<Preset['name'], Preset> = {
     credential: { header: 'x-api-key', prefix: '' },
     routes: [
       {
-        capability: 'message', method: 'POST', path: '/v1/messages',
+        capability: 'message',
+        method: 'POST',
+        path: '/v1/messages',
         // ai.beta.messages.* sends anthropic-beta; ai.messages.stream() sends "stream": true.
-        variants: [{ capability: 'message.beta', header: 'anthropic-beta' }, { capability: 'message.stream', bodyFlag: 'stream' }],
+        variants: [
+          { capability: 'message.beta', header: 'anthropic-beta' },
+          { capability: 'message.stream', bodyFlag: 'stream' },
+        ],
       },
       { capability: 'message.count_tokens', method: 'POST', path: '/v1/messages/count_tokens' },
       { capability: 'completion', method: 'POST', path: '/v1/complete' },

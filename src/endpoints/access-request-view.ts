@@ -26,8 +26,12 @@ function outcome(policy: Policy, r: AccessRequest, grants: Policy['grants']): { 
     const resolvedAt = r.resolvedAt ?? r.createdAt;
     const valueTtl = policy.accessRequests?.valueApprovalTtlMs ?? 0;
     const grant = {
-      requestId: r.id, scope: r.scope ?? 'once', approvedAt: new Date(resolvedAt).toISOString(),
-      ...(r.scope === 'value' ? { expiresAt: new Date(resolvedAt + valueTtl).toISOString(), values: Object.fromEntries(r.violations.map((v) => [v.field, v.actual])) } : {}),
+      requestId: r.id,
+      scope: r.scope ?? 'once',
+      approvedAt: new Date(resolvedAt).toISOString(),
+      ...(r.scope === 'value'
+        ? { expiresAt: new Date(resolvedAt + valueTtl).toISOString(), values: Object.fromEntries(r.violations.map((v) => [v.field, v.actual])) }
+        : {}),
     } as const;
     const body: ConstraintAwareResult & { resultStatus: number } = {
       ...presentSuccess(policy, r.capability, undefined, r.outcome.body, grant),
@@ -37,7 +41,11 @@ function outcome(policy: Policy, r: AccessRequest, grants: Policy['grants']): { 
     return { status: 200, body };
   }
   const constraints = grants.get(grantKey(r.agentId, r.capability))?.constraints;
-  const ctx = { capability: r.capability, activeConstraints: constraints && Object.keys(constraints).length ? constraints : undefined, requestPermission: true };
+  const ctx = {
+    capability: r.capability,
+    activeConstraints: constraints && Object.keys(constraints).length ? constraints : undefined,
+    requestPermission: true,
+  };
   // A human's answer (or silence) is not an error code: `error` stays for machine refusals.
   const { error: _code, ...base } = denialEnvelope(violationDenial(r.violations), ctx);
   const expired = r.state === 'expired';

@@ -5,7 +5,13 @@ import { defineEndpoint } from './endpoint.js';
 
 /** GET /agent/status?agent_id=: the owning host's view of one of its agents. */
 export const agentStatus = defineEndpoint({
-  name: 'agent_status', method: 'GET', path: '/agent/status', audience: '', auth: 'host', needs: 'hosts', discoveryName: 'status',
+  name: 'agent_status',
+  method: 'GET',
+  path: '/agent/status',
+  audience: '',
+  auth: 'host',
+  needs: 'hosts',
+  discoveryName: 'status',
   async handle(call, deps) {
     const id = new URLSearchParams(call.target.query ?? '').get('agent_id');
     if (!id) return deny('invalid_query', 'agent_id is required');

@@ -9,7 +9,12 @@ import { defineEndpoint } from './endpoint.js';
  * with an agent token (aud capability_list) each says what the caller's grant is.
  */
 export const capabilityList = defineEndpoint({
-  name: 'capability_list', method: 'GET', path: '/capability/list', audience: 'capability_list', auth: 'optional_agent', discoveryName: 'capabilities',
+  name: 'capability_list',
+  method: 'GET',
+  path: '/capability/list',
+  audience: 'capability_list',
+  auth: 'optional_agent',
+  discoveryName: 'capabilities',
   handle(call, deps) {
     const params = new URLSearchParams(call.target.query ?? '');
     const limit = Number(params.get('limit') ?? 50);
@@ -24,11 +29,16 @@ export const capabilityList = defineEndpoint({
     const capabilities = page.flatMap((name) => {
       const c = deps.policy.capabilities.get(name);
       if (!c) return [];
-      return [{
-        name, ...(c.description ? { description: c.description } : {}), method: c.method, path: c.path,
-        ...(c.inputSchema ? { input_schema: c.inputSchema } : {}),
-        ...(agent && grants ? { grant: grantView(grants.get(grantKey(agent.id, name)), now) } : {}),
-      }];
+      return [
+        {
+          name,
+          ...(c.description ? { description: c.description } : {}),
+          method: c.method,
+          path: c.path,
+          ...(c.inputSchema ? { input_schema: c.inputSchema } : {}),
+          ...(agent && grants ? { grant: grantView(grants.get(grantKey(agent.id, name)), now) } : {}),
+        },
+      ];
     });
     const last = page.at(-1);
     return jsonReply(200, { capabilities, ...(names.length > limit && last ? { next_cursor: Buffer.from(last).toString('base64url') } : {}) });

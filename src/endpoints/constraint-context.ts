@@ -5,7 +5,12 @@ import { defineEndpoint } from './endpoint.js';
 
 /** GET /agent/constraints: the caller's own limits, as a system-prompt block (or JSON). */
 export const constraintContextEndpoint = defineEndpoint({
-  name: 'constraint_context', method: 'GET', path: '/agent/constraints', audience: 'constraint_context', auth: 'agent', discoveryName: 'constraints',
+  name: 'constraint_context',
+  method: 'GET',
+  path: '/agent/constraints',
+  audience: 'constraint_context',
+  auth: 'agent',
+  discoveryName: 'constraints',
   handle(call, deps) {
     const { agent } = call.verified;
     const ctx = constraintContext(deps.policy, agent.id, deps.now(), grantsFor(agent, deps.policy));

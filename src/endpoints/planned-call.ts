@@ -19,7 +19,13 @@ export interface PlannedCall {
  * given path, the args as JSON body. The same request-shape rules as a
  * normal call: what a human approves is what runs.
  */
-export function plannedCall(policy: Policy, cap: Capability, args: unknown, path: unknown, limits: { maxBodyBytes: number; maxQueryParams: number }): PlannedCall | Denial {
+export function plannedCall(
+  policy: Policy,
+  cap: Capability,
+  args: unknown,
+  path: unknown,
+  limits: { maxBodyBytes: number; maxQueryParams: number },
+): PlannedCall | Denial {
   const hasParams = cap.path.includes('{');
   const raw = path === undefined ? (hasParams ? undefined : cap.path) : path;
   if (typeof raw !== 'string') return deny('invalid_body', `"path" is required: ${cap.name} is ${cap.method} ${cap.path}`);

@@ -20,15 +20,25 @@ const NAME = /^[\x20-\x7e]{1,128}$/;
  * defaults narrowed by the request.
  */
 export const register = defineEndpoint({
-  name: 'register', method: 'POST', path: '/agent/register', audience: '', auth: 'host', needs: 'hosts', discoveryName: 'register',
+  name: 'register',
+  method: 'POST',
+  path: '/agent/register',
+  audience: '',
+  auth: 'host',
+  needs: 'hosts',
+  discoveryName: 'register',
   handle: registerAgent,
 });
 
 async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<Reply | Denial> {
   const { host, claims } = call.host;
-  const body = await readJsonObject(call.req, 'registration needs a JSON object {name, agent_proof, capabilities?, mode?, reason?}', deps.limits.maxControlBodyBytes);
+  const body = await readJsonObject(
+    call.req,
+    'registration needs a JSON object {name, agent_proof, capabilities?, mode?, reason?}',
+    deps.limits.maxControlBodyBytes,
+  );
   if (isDenial(body)) return body;
-  if (!claims.agent_public_key) return deny('token_invalid', 'a registration token carries the new agent\'s key as agent_public_key');
+  if (!claims.agent_public_key) return deny('token_invalid', "a registration token carries the new agent's key as agent_public_key");
   let thumbprint: string;
   let key: VerificationKey;
   try {
@@ -46,12 +56,21 @@ async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<
   const grants = deriveGrants(host, body.capabilities);
   if (typeof grants === 'string') return deny('capability_denied', grants);
   const id = `agt_${thumbprint}`;
-  if ([...deps.policy.agents.values()].some((a) => a.thumbprint === thumbprint || a.id === id)) return deny('invalid_body', 'this key belongs to an agent listed in the policy');
+  if ([...deps.policy.agents.values()].some((a) => a.thumbprint === thumbprint || a.id === id))
+    return deny('invalid_body', 'this key belongs to an agent listed in the policy');
   const registry = deps.registered?.registry;
   if (!registry) return deny('not_found', 'agent registration is not served here');
   const agent: RegisteredAgent = {
-    id, name: body.name, hostId: host.id, publicKey: { kty: 'OKP', crv: 'Ed25519', x: String(claims.agent_public_key.x) }, thumbprint,
-    mode, ...(typeof body.reason === 'string' ? { reason: body.reason.slice(0, 1000) } : {}), status: 'active', grants, registeredAt: deps.now(),
+    id,
+    name: body.name,
+    hostId: host.id,
+    publicKey: { kty: 'OKP', crv: 'Ed25519', x: String(claims.agent_public_key.x) },
+    thumbprint,
+    mode,
+    ...(typeof body.reason === 'string' ? { reason: body.reason.slice(0, 1000) } : {}),
+    status: 'active',
+    grants,
+    registeredAt: deps.now(),
   };
   const result = await registry.register(agent, host.maxAgents);
   if (!('agent' in result)) {

@@ -15,7 +15,13 @@ import { plannedCall } from './planned-call.js';
  * `Prefer: respond-async`) holds the connection until it is final.
  */
 export const requestPermission = defineEndpoint({
-  name: 'request_permission', method: 'POST', path: '/agent/request-permission', audience: 'request_permission', auth: 'agent', needs: 'accessRequests', discoveryName: 'request_permission',
+  name: 'request_permission',
+  method: 'POST',
+  path: '/agent/request-permission',
+  audience: 'request_permission',
+  auth: 'agent',
+  needs: 'accessRequests',
+  discoveryName: 'request_permission',
   readsBody: true,
   handle: (call, deps) => (deps.approvals ? ask(call, deps, deps.approvals) : deny('not_found', 'request_permission is not configured')),
 });
@@ -28,7 +34,8 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
   if (isDenial(input)) return input;
   const { capability: capName, args, reason, path, method } = input;
   if (typeof capName !== 'string') return deny('invalid_body', '"capability" must be a capability name');
-  if (typeof reason !== 'string' || !reason.trim() || reason.length > 2000) return deny('invalid_body', '"reason" must be a non-empty string (at most 2000 characters)');
+  if (typeof reason !== 'string' || !reason.trim() || reason.length > 2000)
+    return deny('invalid_body', '"reason" must be a non-empty string (at most 2000 characters)');
   const cap = deps.policy.capabilities.get(capName);
   if (!cap) return deny('not_found', `no capability "${capName}"`);
   // From here on a refusal is about this capability: the envelope names it and shows the caller's limits.
@@ -40,15 +47,32 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
   if (isDenial(granted)) return about(granted);
   const planned = plannedCall(deps.policy, cap, args, path, deps.limits);
   if (isDenial(planned)) return about(planned);
-  const authorization = await authorize(agent, [cap.name], {
-    method: cap.method, params: planned.params, query: planned.query, body: planned.body, headers: { 'content-type': 'application/json' },
-  }, { policy: deps.policy, now: deps.now, approvals });
+  const authorization = await authorize(
+    agent,
+    [cap.name],
+    {
+      method: cap.method,
+      params: planned.params,
+      query: planned.query,
+      body: planned.body,
+      headers: { 'content-type': 'application/json' },
+    },
+    { policy: deps.policy, now: deps.now, approvals },
+  );
   if (isDenial(authorization)) return about(authorization);
   const { violations, absentFields } = authorization;
   if (violations.length === 0) return about(deny('approval_not_needed', `this call to ${cap.name} is within your limits: call it directly`));
   const created = await approvals.create({
-    agentId: agent.id, agentName: agent.name, capability: cap.name, method: cap.method, target: planned.target,
-    body: planned.body, args: args ?? null, reason: reason.trim(), violations, absentFields,
+    agentId: agent.id,
+    agentName: agent.name,
+    capability: cap.name,
+    method: cap.method,
+    target: planned.target,
+    body: planned.body,
+    args: args ?? null,
+    reason: reason.trim(),
+    violations,
+    absentFields,
     headers: keptCallerHeaders(call.req.rawHeaders, deps.tokenHeader),
   });
   if (created === 'limit') return about(deny('access_request_limit', 'too many access requests are waiting for a human; retry later'));

@@ -5,7 +5,12 @@ import { defineEndpoint } from './endpoint.js';
 
 /** GET /agent/request-permission/{id}: the caller's own request, pending or final. */
 export const requestStatus = defineEndpoint({
-  name: 'request_status', method: 'GET', path: '/agent/request-permission/{id}', audience: 'request_permission', auth: 'agent', needs: 'accessRequests',
+  name: 'request_status',
+  method: 'GET',
+  path: '/agent/request-permission/{id}',
+  audience: 'request_permission',
+  auth: 'agent',
+  needs: 'accessRequests',
   async handle(call, deps) {
     const { agent } = call.verified;
     const id = call.params.id;

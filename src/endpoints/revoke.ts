@@ -6,7 +6,13 @@ import { defineEndpoint } from './endpoint.js';
 
 /** POST /agent/revoke {agent_id}: the owning host revokes; the next call of that agent on any replica is refused. */
 export const revoke = defineEndpoint({
-  name: 'revoke', method: 'POST', path: '/agent/revoke', audience: '', auth: 'host', needs: 'hosts', discoveryName: 'revoke',
+  name: 'revoke',
+  method: 'POST',
+  path: '/agent/revoke',
+  audience: '',
+  auth: 'host',
+  needs: 'hosts',
+  discoveryName: 'revoke',
   async handle(call, deps) {
     const body = await readJsonObject(call.req, 'revoke needs a JSON object {agent_id}', deps.limits.maxControlBodyBytes);
     if (isDenial(body)) return body;

@@ -38,9 +38,18 @@ export function readBodyLimited(req: IncomingMessage, limit: number): Promise<Bu
       }
       chunks.push(chunk);
     };
-    const onEnd = (): void => { cleanup(); resolve(Buffer.concat(chunks, size)); };
-    const onError = (): void => { cleanup(); reject(new ClientAbortedError()); };
-    const onAborted = (): void => { cleanup(); reject(new ClientAbortedError()); };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (): void => {
+      cleanup();
+      reject(new ClientAbortedError());
+    };
+    const onAborted = (): void => {
+      cleanup();
+      reject(new ClientAbortedError());
+    };
     const cleanup = (): void => {
       req.off('data', onData);
       req.off('end', onEnd);

@@ -47,7 +47,10 @@ function connectionListed(raw: readonly string[]): Set<string> {
 export function upstreamRequestHeaders(
   raw: readonly string[],
   opts: {
-    tokenHeader?: string; identity?: Identity; requestId: string; bodyLength?: number;
+    tokenHeader?: string;
+    identity?: Identity;
+    requestId: string;
+    bodyLength?: number;
     /** Egress: the provider key to set; every key header the agent's SDK sent, and its Host, are dropped. */
     credential?: [name: string, value: string];
     /** Egress pass-through: only the Host is dropped (the provider's own is used); the caller's headers go as sent. */

@@ -25,7 +25,9 @@ export async function readJsonObject(req: IncomingMessage, what: string, limit =
   if (size === 0) return {};
   try {
     const v = parseStrictJsonBytes(Buffer.concat(chunks));
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : deny('invalid_body', `${what}: the body is not a JSON object`);
+    return typeof v === 'object' && v !== null && !Array.isArray(v)
+      ? (v as Record<string, unknown>)
+      : deny('invalid_body', `${what}: the body is not a JSON object`);
   } catch (err) {
     return deny('invalid_body', `${what}: ${err instanceof StrictJsonError ? `the body is not strict JSON: ${err.message}` : 'the body is not JSON'}`);
   }

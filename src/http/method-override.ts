@@ -33,7 +33,10 @@ export async function bodyOverrideDenial(req: IncomingMessage, body: Buffer, lim
   const charset = unsafeCharset(params);
   if (charset !== undefined) {
     // iconv-lite (body-parser) decodes UTF-7, where "+AF8-method" is "_method", and many more: only known ones are checkable.
-    return deny('unsupported_media_type', `charset "${printableParam(charset)}" is not accepted; send the body as UTF-8 (or UTF-16/32, ASCII, or a single-byte superset of ASCII such as ISO-8859-x or windows-125x)`);
+    return deny(
+      'unsupported_media_type',
+      `charset "${printableParam(charset)}" is not accepted; send the body as UTF-8 (or UTF-16/32, ASCII, or a single-byte superset of ASCII such as ISO-8859-x or windows-125x)`,
+    );
   }
   const bytes = await decodedContent(body, req.headers['content-encoding'], limit);
   if (isDenial(bytes)) return bytes;
@@ -42,7 +45,8 @@ export async function bodyOverrideDenial(req: IncomingMessage, body: Buffer, lim
   const formNamesMayMatter = mayNameMethod(bytes);
   if (essence === 'application/x-www-form-urlencoded') {
     const problem = formNamesMayMatter ? keyProblem(bytes.toString('latin1')) : undefined;
-    if (problem === 'malformed') return deny('invalid_body', 'a form field name has a malformed percent-encoding (apps would read it leniently, as another name)');
+    if (problem === 'malformed')
+      return deny('invalid_body', 'a form field name has a malformed percent-encoding (apps would read it leniently, as another name)');
     if (problem === 'method') return override;
   } else if (formNamesMayMatter && overridesMethod(bytes.toString('latin1'))) {
     return override;
@@ -88,12 +92,30 @@ export function agreedBoundary(type: string, parsed: string | undefined): string
  * "utf\-7" are all "utf7" to it).
  */
 const SAFE_CHARSETS = new Set([
-  'utf8', 'utf16', 'utf16le', 'utf16be', 'utf32', 'utf32le', 'utf32be', 'ascii', 'usascii', 'latin1',
+  'utf8',
+  'utf16',
+  'utf16le',
+  'utf16be',
+  'utf32',
+  'utf32le',
+  'utf32be',
+  'ascii',
+  'usascii',
+  'latin1',
   // Single-byte supersets of ASCII: bytes below 0x80 are ASCII in each, so the byte scan reads what the app
   // reads. Multi-byte ones (Shift_JIS, GBK, Big5) are not here: a trail byte 0x5C would end a string the
   // scan thinks goes on, and UTF-7, EBCDIC and ISO-2022 can spell "_method" without its ASCII bytes.
-  ...Array.from({ length: 16 }, (_, i) => `iso8859${i + 1}`), ...Array.from({ length: 9 }, (_, i) => `windows125${i}`),
-  ...Array.from({ length: 9 }, (_, i) => `cp125${i}`), 'koi8r', 'koi8u', 'macroman', 'macintosh', 'cp437', 'cp850', 'ibm437', 'ibm850',
+  ...Array.from({ length: 16 }, (_, i) => `iso8859${i + 1}`),
+  ...Array.from({ length: 9 }, (_, i) => `windows125${i}`),
+  ...Array.from({ length: 9 }, (_, i) => `cp125${i}`),
+  'koi8r',
+  'koi8u',
+  'macroman',
+  'macintosh',
+  'cp437',
+  'cp850',
+  'ibm437',
+  'ibm850',
 ]);
 
 /** The first charset parameter the sidecar cannot read as the app would (any "charset*" variant included), if any. */

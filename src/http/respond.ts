@@ -13,7 +13,13 @@ import { denialBody, statusOf, type Denial, type DenialCode } from '../errors.js
 /** An answer the sidecar gives itself (its endpoints, the admin API). */
 export type Reply =
   | { readonly status: number; readonly json: unknown; readonly headers?: Readonly<Record<string, string>> }
-  | { readonly status: number; readonly text: string; readonly contentType: string; readonly headers?: Readonly<Record<string, string>>; readonly headOnly?: boolean };
+  | {
+      readonly status: number;
+      readonly text: string;
+      readonly contentType: string;
+      readonly headers?: Readonly<Record<string, string>>;
+      readonly headOnly?: boolean;
+    };
 
 export function jsonReply(status: number, json: unknown, headers?: Record<string, string>): Reply {
   return headers ? { status, json, headers } : { status, json };
@@ -25,7 +31,13 @@ export function isReply(v: Reply | Denial): v is Reply {
 
 export function writeReply(res: ServerResponse, reply: Reply, headers?: Readonly<Record<string, string>>): void {
   if ('json' in reply) return sendJson(res, reply.status, reply.json, { ...headers, ...reply.headers });
-  res.writeHead(reply.status, { 'content-type': reply.contentType, 'content-length': String(Buffer.byteLength(reply.text)), 'cache-control': 'no-store', ...headers, ...reply.headers });
+  res.writeHead(reply.status, {
+    'content-type': reply.contentType,
+    'content-length': String(Buffer.byteLength(reply.text)),
+    'cache-control': 'no-store',
+    ...headers,
+    ...reply.headers,
+  });
   res.end(reply.headOnly ? undefined : reply.text);
 }
 
@@ -52,7 +64,12 @@ export interface PresentedDenial {
  * (no error attribute when no token was sent at all) and Agent Auth's pointer
  * to the discovery document. A response already under way is cut instead.
  */
-export function writeDenial(res: ServerResponse, denial: Denial, presented: PresentedDenial, o: { requestId: string; issuer: string; closeConnection: boolean }): void {
+export function writeDenial(
+  res: ServerResponse,
+  denial: Denial,
+  presented: PresentedDenial,
+  o: { requestId: string; issuer: string; closeConnection: boolean },
+): void {
   if (res.headersSent) return void res.destroy();
   const headers: Record<string, string> = { 'x-request-id': o.requestId, ...denial.extra?.headers };
   if (presented.status === 401) headers['www-authenticate'] = agentChallenge(denial.code, o.issuer);
@@ -81,12 +98,17 @@ const REASON: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeo
 export function writeSocketError(socket: Duplex, err: NodeJS.ErrnoException): void {
   if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
   // Node's parser caps the header block at --max-http-header-size (16 KiB): too many headers as well.
-  const [code, message]: [DenialCode, string] = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? ['request_timeout', 'the request was not received in time']
-    : err.code === 'HPE_HEADER_OVERFLOW' ? ['too_many_headers', `the request headers exceed ${maxHeaderSize} bytes`]
-      : ['invalid_request', `malformed HTTP request (${err.code ?? 'parse error'})`];
+  const [code, message]: [DenialCode, string] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? ['request_timeout', 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? ['too_many_headers', `the request headers exceed ${maxHeaderSize} bytes`]
+        : ['invalid_request', `malformed HTTP request (${err.code ?? 'parse error'})`];
   const status = statusOf(code);
   const body = JSON.stringify({ error: code, message });
-  socket.end(`HTTP/1.1 ${status} ${REASON[status] ?? ''}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${REASON[status] ?? ''}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 /**
@@ -96,19 +118,35 @@ export function writeSocketError(socket: Duplex, err: NodeJS.ErrnoException): vo
  * AbortController per call, which showed up in profiles. If either side fails
  * mid-response, both are torn down. Resolves with the body bytes relayed.
  */
-export function relayAnswer(res: ServerResponse, status: number, headers: Record<string, string | string[]>, body: NodeJS.ReadableStream & { destroy(err?: Error): void }): Promise<number> {
+export function relayAnswer(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string | string[]>,
+  body: NodeJS.ReadableStream & { destroy(err?: Error): void },
+): Promise<number> {
   res.writeHead(status, headers);
   if (headers['content-length'] === undefined) res.flushHeaders();
   let bytes = 0;
-  body.on('data', (c: Buffer) => { bytes += c.length; });
+  body.on('data', (c: Buffer) => {
+    bytes += c.length;
+  });
   return new Promise((resolve) => {
-    const done = (): void => { body.off('error', fail); res.off('close', done); resolve(bytes); };
-    const fail = (): void => { res.destroy(); done(); };
+    const done = (): void => {
+      body.off('error', fail);
+      res.off('close', done);
+      resolve(bytes);
+    };
+    const fail = (): void => {
+      res.destroy();
+      done();
+    };
     body.once('error', fail);
     res.once('close', done);
     res.once('finish', done);
     body.pipe(res);
-    res.once('close', () => { if (!res.writableFinished) body.destroy(); });
+    res.once('close', () => {
+      if (!res.writableFinished) body.destroy();
+    });
   });
 }
 

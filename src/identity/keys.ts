@@ -5,7 +5,10 @@ import { ed25519KeyProblem } from './ed25519.js';
 
 /** A public key refused on import; `member` names the JWK member at fault (a policy error points at it). */
 export class AgentKeyError extends Error {
-  constructor(message: string, readonly member?: 'kty' | 'crv' | 'x' | 'd') {
+  constructor(
+    message: string,
+    readonly member?: 'kty' | 'crv' | 'x' | 'd',
+  ) {
     super(message);
     this.name = 'AgentKeyError';
   }

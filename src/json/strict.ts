@@ -6,14 +6,26 @@
  * never checked. Here each of those is an error.
  */
 export class StrictJsonError extends Error {
-  constructor(message: string, readonly offset: number) {
+  constructor(
+    message: string,
+    readonly offset: number,
+  ) {
     super(`${message} at offset ${offset}`);
     this.name = 'StrictJsonError';
   }
 }
 
 /** The one-character escapes of RFC 8259 §7 and what they stand for (`\\u` is read apart). */
-const ESCAPES = new Map([['"', '"'], ['\\', '\\'], ['/', '/'], ['b', '\b'], ['f', '\f'], ['n', '\n'], ['r', '\r'], ['t', '\t']]);
+const ESCAPES = new Map([
+  ['"', '"'],
+  ['\\', '\\'],
+  ['/', '/'],
+  ['b', '\b'],
+  ['f', '\f'],
+  ['n', '\n'],
+  ['r', '\r'],
+  ['t', '\t'],
+]);
 const MAX_DEPTH = 64;
 
 /** `keys`, when given, receives every object key in the document (any depth, repeats included). */
@@ -42,12 +54,18 @@ export function parseStrictJsonBytes(bytes: Uint8Array, keys?: string[]): unknow
 
 /** Simple case folding as Go's encoding/json applies it (K and ſ fold too). */
 function foldKey(key: string): string {
-  return key.toLowerCase().replace(/\u212a/g, 'k').replace(/\u017f/g, 's');
+  return key
+    .toLowerCase()
+    .replace(/\u212a/g, 'k')
+    .replace(/\u017f/g, 's');
 }
 
 class Parser {
   i = 0;
-  constructor(private readonly s: string, private readonly keys?: string[]) {}
+  constructor(
+    private readonly s: string,
+    private readonly keys?: string[],
+  ) {}
 
   fail(msg: string): never {
     throw new StrictJsonError(msg, this.i);
@@ -66,13 +84,20 @@ class Parser {
   value(depth: number): unknown {
     const c = this.s[this.i];
     switch (c) {
-      case '{': return this.object(depth);
-      case '[': return this.array(depth);
-      case '"': return this.string();
-      case 't': return this.literal('true', true);
-      case 'f': return this.literal('false', false);
-      case 'n': return this.literal('null', null);
-      case undefined: return this.fail('unexpected end of input');
+      case '{':
+        return this.object(depth);
+      case '[':
+        return this.array(depth);
+      case '"':
+        return this.string();
+      case 't':
+        return this.literal('true', true);
+      case 'f':
+        return this.literal('false', false);
+      case 'n':
+        return this.literal('null', null);
+      case undefined:
+        return this.fail('unexpected end of input');
       default:
         if (c === '-' || (c >= '0' && c <= '9')) return this.number();
         return this.fail(`unexpected character ${JSON.stringify(c)}`);
@@ -92,15 +117,24 @@ class Parser {
     const folded = new Set<string>();
     this.i++;
     this.ws();
-    if (this.s[this.i] === '}') { this.i++; return out; }
+    if (this.s[this.i] === '}') {
+      this.i++;
+      return out;
+    }
     for (;;) {
       if (this.s[this.i] !== '"') this.fail('expected string key');
       const keyAt = this.i;
       const key = this.string();
-      if (Object.hasOwn(out, key)) { this.i = keyAt; this.fail(`duplicate key ${JSON.stringify(key)}`); }
+      if (Object.hasOwn(out, key)) {
+        this.i = keyAt;
+        this.fail(`duplicate key ${JSON.stringify(key)}`);
+      }
       // Go, ASP.NET and lenient Jackson match keys ignoring case, last one winning.
       const f = foldKey(key);
-      if (folded.has(f)) { this.i = keyAt; this.fail(`key ${JSON.stringify(key)} repeats another key in different case`); }
+      if (folded.has(f)) {
+        this.i = keyAt;
+        this.fail(`key ${JSON.stringify(key)} repeats another key in different case`);
+      }
       folded.add(f);
       this.keys?.push(key);
       this.ws();
@@ -110,8 +144,15 @@ class Parser {
       out[key] = this.value(depth + 1);
       this.ws();
       const c = this.s[this.i];
-      if (c === ',') { this.i++; this.ws(); continue; }
-      if (c === '}') { this.i++; return out; }
+      if (c === ',') {
+        this.i++;
+        this.ws();
+        continue;
+      }
+      if (c === '}') {
+        this.i++;
+        return out;
+      }
       this.fail('expected "," or "}"');
     }
   }
@@ -121,13 +162,23 @@ class Parser {
     const out: unknown[] = [];
     this.i++;
     this.ws();
-    if (this.s[this.i] === ']') { this.i++; return out; }
+    if (this.s[this.i] === ']') {
+      this.i++;
+      return out;
+    }
     for (;;) {
       out.push(this.value(depth + 1));
       this.ws();
       const c = this.s[this.i];
-      if (c === ',') { this.i++; this.ws(); continue; }
-      if (c === ']') { this.i++; return out; }
+      if (c === ',') {
+        this.i++;
+        this.ws();
+        continue;
+      }
+      if (c === ']') {
+        this.i++;
+        return out;
+      }
       this.fail('expected "," or "]"');
     }
   }
@@ -142,7 +193,11 @@ class Parser {
     if (!Number.isFinite(n)) this.fail('number out of range');
     if (Math.abs(n) > Number.MAX_SAFE_INTEGER) this.fail('number outside the safe integer range');
     // More digits than a double holds: an exact-decimal parser would read another value.
-    const digits = text.replace(/[eE].*$/, '').replace(/[-.]/g, '').replace(/^0+/, '').replace(/0+$/, '');
+    const digits = text
+      .replace(/[eE].*$/, '')
+      .replace(/[-.]/g, '')
+      .replace(/^0+/, '')
+      .replace(/0+$/, '');
     if (digits.length > 17) this.fail('number has more significant digits than a double can hold');
     this.i += text.length;
     return n;
@@ -156,7 +211,11 @@ class Parser {
     for (;;) {
       if (this.i >= s.length) this.fail('unterminated string');
       const c = s.charCodeAt(this.i);
-      if (c === 0x22) { out += s.slice(start, this.i); this.i++; break; }
+      if (c === 0x22) {
+        out += s.slice(start, this.i);
+        this.i++;
+        break;
+      }
       if (c < 0x20) this.fail('control character in string');
       if (c === 0x5c) {
         out += s.slice(start, this.i) + this.escape();

@@ -73,13 +73,20 @@ export function parseAppProbes(text: string | undefined): AppProbes {
     const h = value.httpGet;
     if (!isObj(h) || !isPortNumber(h.port)) throw new Error(`${at}.httpGet.port must be a port number (1-65535)`);
     const path = h.path ?? '/';
-    if (typeof path !== 'string' || !path.startsWith('/') || /[\s\u0000-\u001f\u007f]/.test(path)) throw new Error(`${at}.httpGet.path must be a path starting with "/" without spaces or control characters`);
+    if (typeof path !== 'string' || !path.startsWith('/') || /[\s\u0000-\u001f\u007f]/.test(path))
+      throw new Error(`${at}.httpGet.path must be a path starting with "/" without spaces or control characters`);
     const scheme = h.scheme == null ? 'HTTP' : typeof h.scheme === 'string' ? h.scheme.toUpperCase() : undefined;
     if (scheme !== 'HTTP' && scheme !== 'HTTPS') throw new Error(`${at}.httpGet.scheme must be HTTP or HTTPS, got ${JSON.stringify(h.scheme)}`);
     const headers = h.httpHeaders ?? [];
     if (!Array.isArray(headers)) throw new Error(`${at}.httpGet.httpHeaders must be a list of {name, value}`);
     const httpHeaders = headers.map((x: unknown, i) => {
-      if (!isObj(x) || typeof x.name !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(x.name) || typeof x.value !== 'string' || /[\r\n\u0000]/.test(x.value)) {
+      if (
+        !isObj(x) ||
+        typeof x.name !== 'string' ||
+        !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(x.name) ||
+        typeof x.value !== 'string' ||
+        /[\r\n\u0000]/.test(x.value)
+      ) {
         throw new Error(`${at}.httpGet.httpHeaders[${i}] must be {name: <header name>, value: <text on one line>}`);
       }
       return { name: x.name, value: x.value };
@@ -105,7 +112,9 @@ export function sharedAppProbe(probe: AppProbe, now: () => number = Date.now): P
   if (last && (last.at === Infinity || now() - last.at < PROBE_REUSE_MS)) return last.result;
   const entry = { at: Infinity, result: runAppProbe(probe) };
   shared.set(probe, entry);
-  void entry.result.then(() => { entry.at = now(); });
+  void entry.result.then(() => {
+    entry.at = now();
+  });
   return entry.result;
 }
 
@@ -116,7 +125,11 @@ export function runAppProbe(probe: AppProbe): Promise<ProbeResult> {
   if ('tcpSocket' in probe) {
     return new Promise((resolve) => {
       const socket = connect({ host: '127.0.0.1', port: probe.tcpSocket.port });
-      const done = (r: ProbeResult): void => { clearTimeout(timer); socket.destroy(); resolve(r); };
+      const done = (r: ProbeResult): void => {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(r);
+      };
       const timer = setTimeout(() => done({ ok: false, error: `no connection within ${probe.timeoutSeconds}s` }), ms);
       socket.once('connect', () => done({ ok: true }));
       socket.once('error', (err: NodeJS.ErrnoException) => done({ ok: false, error: err.code ?? err.message }));
@@ -140,31 +153,42 @@ function httpProbe(g: Extract<AppProbe, { httpGet: unknown }>['httpGet'], deadli
     };
     // agent: false — one connection per probe, closed after it, like the kubelet's prober.
     // rejectUnauthorized: false — the kubelet does not verify the app's certificate either.
-    const req = request({ host: '127.0.0.1', port: g.port, path: g.path, method: 'GET', headers, agent: false, rejectUnauthorized: false, maxHeaderSize: 1 << 20 }, (res) => {
-      const status = res.statusCode ?? 0;
-      const location = res.headers.location;
-      // As the kubelet: a redirect to the same host is followed (up to 10), one to another host counts as success.
-      if (status >= 300 && status < 400 && location && hops < MAX_REDIRECTS) {
-        let next: URL | undefined;
-        try {
-          next = new URL(location, `${g.scheme.toLowerCase()}://127.0.0.1:${g.port}${g.path}`);
-        } catch {
-          next = undefined;
+    const req = request(
+      { host: '127.0.0.1', port: g.port, path: g.path, method: 'GET', headers, agent: false, rejectUnauthorized: false, maxHeaderSize: 1 << 20 },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        const location = res.headers.location;
+        // As the kubelet: a redirect to the same host is followed (up to 10), one to another host counts as success.
+        if (status >= 300 && status < 400 && location && hops < MAX_REDIRECTS) {
+          let next: URL | undefined;
+          try {
+            next = new URL(location, `${g.scheme.toLowerCase()}://127.0.0.1:${g.port}${g.path}`);
+          } catch {
+            next = undefined;
+          }
+          if (next && (next.hostname === '127.0.0.1' || next.hostname === 'localhost')) {
+            res.resume();
+            clearTimeout(timer);
+            const port = next.port ? Number(next.port) : next.protocol === 'https:' ? 443 : 80;
+            void httpProbe(
+              { ...g, scheme: next.protocol === 'https:' ? 'HTTPS' : 'HTTP', port, path: `${next.pathname}${next.search}` },
+              deadline,
+              timeoutSeconds,
+              hops + 1,
+            ).then(done);
+            return;
+          }
         }
-        if (next && (next.hostname === '127.0.0.1' || next.hostname === 'localhost')) {
-          res.resume();
-          clearTimeout(timer);
-          const port = next.port ? Number(next.port) : next.protocol === 'https:' ? 443 : 80;
-          void httpProbe({ ...g, scheme: next.protocol === 'https:' ? 'HTTPS' : 'HTTP', port, path: `${next.pathname}${next.search}` }, deadline, timeoutSeconds, hops + 1).then(done);
-          return;
-        }
-      }
-      done({ ok: status >= 200 && status < 400, status });
-      // The body is read and dropped, never passed on.
-      res.resume();
-    });
+        done({ ok: status >= 200 && status < 400, status });
+        // The body is read and dropped, never passed on.
+        res.resume();
+      },
+    );
     // Answered or not, the connection ends by the deadline (a body that never ends would keep it open).
-    const timer = setTimeout(() => { done({ ok: false, error: `no answer within ${timeoutSeconds}s` }); req.destroy(); }, ms);
+    const timer = setTimeout(() => {
+      done({ ok: false, error: `no answer within ${timeoutSeconds}s` });
+      req.destroy();
+    }, ms);
     req.once('error', (err: NodeJS.ErrnoException) => done({ ok: false, error: err.code ?? err.message }));
     req.once('close', () => clearTimeout(timer));
     req.end();
@@ -181,6 +205,11 @@ export async function appHealthAnswer(path: string, probes: AppProbes | undefine
   // The names are not listed: the endpoint answers without a token, and they would tell the pod's containers.
   if (!probe) return { status: 404, body: { error: 'not_found', message: `no app probe "${key}" in ${APP_PROBES_ENV}` } };
   const r = await sharedAppProbe(probe);
-  const body = { probe: key, status: r.ok ? 'ok' : 'failing', ...(r.status !== undefined ? { appStatus: r.status } : {}), ...(r.error ? { error: r.error } : {}) };
+  const body = {
+    probe: key,
+    status: r.ok ? 'ok' : 'failing',
+    ...(r.status !== undefined ? { appStatus: r.status } : {}),
+    ...(r.error ? { error: r.error } : {}),
+  };
   return { status: r.ok ? 200 : 503, body };
 }

@@ -106,7 +106,8 @@ export function verifyRules(o: CaptureOptions, save: string): string[] {
   const existing = jumps(save);
   const first = natRules(save, 'PREROUTING')[0];
   if (existing.length !== 1) problems.push(`PREROUTING jumps to ${INBOUND_CHAIN} ${existing.length} times (expected once)`);
-  if (first !== `-A PREROUTING ${JUMP_SPEC}`) problems.push(`the first PREROUTING rule is ${first ? `"${first}"` : 'missing'}, not "-A PREROUTING ${JUMP_SPEC}"`);
+  if (first !== `-A PREROUTING ${JUMP_SPEC}`)
+    problems.push(`the first PREROUTING rule is ${first ? `"${first}"` : 'missing'}, not "-A PREROUTING ${JUMP_SPEC}"`);
   const want = chainRules(o);
   const have = natRules(save, INBOUND_CHAIN);
   if (want.join('\n') !== have.join('\n')) problems.push(`${INBOUND_CHAIN} holds [${have.join('; ')}], expected [${want.join('; ')}]`);
@@ -134,7 +135,10 @@ function compressIpv6(hex: string): string {
   const groups = (hex.match(/.{4}/g) ?? []).map((g) => g.replace(/^0+(?=.)/, ''));
   let best = { at: -1, len: 0 };
   for (let i = 0; i < groups.length;) {
-    if (groups[i] !== '0') { i++; continue; }
+    if (groups[i] !== '0') {
+      i++;
+      continue;
+    }
     let j = i;
     while (j < groups.length && groups[j] === '0') j++;
     if (j - i > best.len && j - i > 1) best = { at: i, len: j - i };

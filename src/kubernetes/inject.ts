@@ -7,7 +7,16 @@
  * never passed through unprotected, unless the pod itself says `allow-unprotected: "true"`.
  */
 import { ANNOTATION, CAPTURE_CONTAINER, CONTAINER, DEFAULT_CONTAINER, USER_ANNOTATIONS } from './annotations.js';
-import { AUDIT_DRAIN_SECONDS, CAPTURE_MODES, INJECT_DEFAULTS, LOG_LEVELS, SHUTDOWN_GRACE_SECONDS, SIDECAR_VERSION, type CaptureMode, type InjectDefaults } from './defaults.js';
+import {
+  AUDIT_DRAIN_SECONDS,
+  CAPTURE_MODES,
+  INJECT_DEFAULTS,
+  LOG_LEVELS,
+  SHUTDOWN_GRACE_SECONDS,
+  SIDECAR_VERSION,
+  type CaptureMode,
+  type InjectDefaults,
+} from './defaults.js';
 import { appPort, isObjectName, isPortNumber, isQuantity, portList, portsOf, renamedPort, type AppPort } from './ports.js';
 import { redirectProbes, renameProbePorts, type AppProbe } from './probes.js';
 import { captureContainer, drainDelaySeconds, sidecarContainer, volumes, type Injection } from './sidecar-container.js';
@@ -23,7 +32,10 @@ export interface PodTemplate {
 }
 
 /** What injection knows about the workload around the template (for warnings only). */
-export interface WorkloadContext { kind?: string; replicas?: number }
+export interface WorkloadContext {
+  kind?: string;
+  replicas?: number;
+}
 
 export type InjectResult =
   | { outcome: 'not-requested' }
@@ -72,12 +84,26 @@ export function injectPodTemplate(input: PodTemplate, defaults: InjectDefaults =
 }
 
 /** What the annotations (and defaults) ask for, checked; every problem goes to `reasons`. */
-interface Plan { policy: string; capture: CaptureMode; port: number; adminPort: number; logLevel: string; excluded: number[]; app: AppPort; native: boolean }
+interface Plan {
+  policy: string;
+  capture: CaptureMode;
+  port: number;
+  adminPort: number;
+  logLevel: string;
+  excluded: number[];
+  app: AppPort;
+  native: boolean;
+}
 type Settings = Omit<Plan, 'policy' | 'excluded' | 'app' | 'native'> & { policy: string | undefined; excluded: number[] | string };
 
 function planInjection(
-  a: Record<string, string>, spec: NonNullable<PodTemplate['spec']>, containers: Obj[], inits: Obj[],
-  defaults: InjectDefaults, context: WorkloadContext, reasons: string[],
+  a: Record<string, string>,
+  spec: NonNullable<PodTemplate['spec']>,
+  containers: Obj[],
+  inits: Obj[],
+  defaults: InjectDefaults,
+  context: WorkloadContext,
+  reasons: string[],
 ): Plan | undefined {
   const settings = readAnnotations(a, defaults, reasons);
   const { policy, port, adminPort, excluded } = settings;
@@ -86,14 +112,18 @@ function planInjection(
   else appPortReasons(app, containers, settings, reasons);
   for (const c of [...containers, ...inits]) {
     for (const p of portsOf(c)) {
-      if (p.containerPort === port || p.containerPort === adminPort) reasons.push(`port ${p.containerPort} of container ${String(c.name)} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
+      if (p.containerPort === port || p.containerPort === adminPort)
+        reasons.push(
+          `port ${p.containerPort} of container ${String(c.name)} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`,
+        );
     }
   }
   const mesh = meshProblem([...containers, ...inits], settings.capture);
   if (mesh) reasons.push(mesh);
   // In the node's network namespace the capture rules would redirect the node's own traffic, and the app's
   // port is the node's: no NetworkPolicy applies to it either. Neither mode can protect such a pod.
-  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false) reasons.push('the pod uses hostNetwork: true, where the app\'s port is the node\'s and neither capture mode can keep traffic from going around the sidecar');
+  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false)
+    reasons.push("the pod uses hostNetwork: true, where the app's port is the node's and neither capture mode can keep traffic from going around the sidecar");
   const native = nativeSidecar(a, spec, defaults, context, reasons);
   if (typeof app === 'string' || typeof excluded === 'string' || !policy) return undefined;
   return { ...settings, policy, excluded, app, native };
@@ -101,7 +131,8 @@ function planInjection(
 
 function readAnnotations(a: Record<string, string>, defaults: InjectDefaults, reasons: string[]): Settings {
   for (const key of Object.keys(a)) {
-    if (key.startsWith('agents-chain.io/') && !USER_ANNOTATIONS.has(key) && key !== ANNOTATION.status) reasons.push(`unknown annotation ${key} (a typo? known: ${[...USER_ANNOTATIONS].join(', ')})`);
+    if (key.startsWith('agents-chain.io/') && !USER_ANNOTATIONS.has(key) && key !== ANNOTATION.status)
+      reasons.push(`unknown annotation ${key} (a typo? known: ${[...USER_ANNOTATIONS].join(', ')})`);
   }
   const policy = a[ANNOTATION.policy];
   if (!policy) reasons.push(`${ANNOTATION.policy} (the policy ConfigMap's name) is required`);
@@ -126,29 +157,50 @@ function readAnnotations(a: Record<string, string>, defaults: InjectDefaults, re
 
 /** The app's port must be reachable only through the sidecar. */
 function appPortReasons(app: AppPort, containers: Obj[], { capture, port, adminPort, excluded }: Settings, reasons: string[]): void {
-  if (app.number === port || app.number === adminPort) reasons.push(`the app's port ${app.number} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
-  if (Array.isArray(excluded) && excluded.includes(app.number)) reasons.push(`${ANNOTATION.excludeInboundPorts} lists the app's port ${app.number}: that would leave it unprotected`);
+  if (app.number === port || app.number === adminPort)
+    reasons.push(`the app's port ${app.number} is also the sidecar's; set ${ANNOTATION.port} / ${ANNOTATION.adminPort} to free ports`);
+  if (Array.isArray(excluded) && excluded.includes(app.number))
+    reasons.push(`${ANNOTATION.excludeInboundPorts} lists the app's port ${app.number}: that would leave it unprotected`);
   if (capture === 'port' && app.name) {
     // A Service resolves targetPort by name to the first container declaring it (the app before the sidecar).
     for (const c of containers) {
       for (const p of portsOf(c)) {
-        if (c.name !== app.container && p.name === app.name) reasons.push(`capture mode "port": container ${String(c.name)} also declares a port named "${app.name}", which a Service would reach instead of the sidecar`);
-        if (c.name === app.container && p.containerPort === app.number && p.name && p.name !== app.name) reasons.push(`capture mode "port": port ${app.number} is also declared as "${p.name}", a name a Service could reach the app by around the sidecar`);
-        if (c.name === app.container && p.containerPort === app.number && (p as { hostPort?: unknown }).hostPort !== undefined) reasons.push(`capture mode "port": port ${app.number} has a hostPort, which reaches the app from the node around the sidecar; use capture mode iptables`);
+        if (c.name !== app.container && p.name === app.name)
+          reasons.push(
+            `capture mode "port": container ${String(c.name)} also declares a port named "${app.name}", which a Service would reach instead of the sidecar`,
+          );
+        if (c.name === app.container && p.containerPort === app.number && p.name && p.name !== app.name)
+          reasons.push(`capture mode "port": port ${app.number} is also declared as "${p.name}", a name a Service could reach the app by around the sidecar`);
+        if (c.name === app.container && p.containerPort === app.number && (p as { hostPort?: unknown }).hostPort !== undefined)
+          reasons.push(
+            `capture mode "port": port ${app.number} has a hostPort, which reaches the app from the node around the sidecar; use capture mode iptables`,
+          );
       }
     }
   }
-  if (capture === 'port' && !app.name) reasons.push(`capture mode "port" takes the app's port by name, and port ${app.number} of container ${app.container} has none: name it (and target it by name in the Service), or use capture mode iptables`);
+  if (capture === 'port' && !app.name)
+    reasons.push(
+      `capture mode "port" takes the app's port by name, and port ${app.number} of container ${app.container} has none: name it (and target it by name in the Service), or use capture mode iptables`,
+    );
 }
 
 /** A Job's pod ends when its containers end: a plain sidecar container would keep it running forever. */
-function nativeSidecar(a: Record<string, string>, spec: NonNullable<PodTemplate['spec']>, defaults: InjectDefaults, context: WorkloadContext, reasons: string[]): boolean {
+function nativeSidecar(
+  a: Record<string, string>,
+  spec: NonNullable<PodTemplate['spec']>,
+  defaults: InjectDefaults,
+  context: WorkloadContext,
+  reasons: string[],
+): boolean {
   const restartPolicy = spec.restartPolicy;
   const runsToCompletion = restartPolicy === 'Never' || restartPolicy === 'OnFailure' || context.kind === 'Job' || context.kind === 'CronJob';
   const native = bool(a[ANNOTATION.nativeSidecar], ANNOTATION.nativeSidecar, defaults.nativeSidecar, reasons);
   if (!runsToCompletion) return native;
   const shown = typeof restartPolicy === 'string' ? restartPolicy : 'of a Job';
-  if (a[ANNOTATION.nativeSidecar] === 'false') reasons.push(`the pod runs to completion (restartPolicy ${shown}): the sidecar must be a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29), but ${ANNOTATION.nativeSidecar} is "false"`);
+  if (a[ANNOTATION.nativeSidecar] === 'false')
+    reasons.push(
+      `the pod runs to completion (restartPolicy ${shown}): the sidecar must be a native sidecar (an init container with restartPolicy Always, Kubernetes >= 1.29), but ${ANNOTATION.nativeSidecar} is "false"`,
+    );
   return true;
 }
 
@@ -172,7 +224,9 @@ function applyPlan(input: PodTemplate, plan: Plan, defaults: InjectDefaults, con
     if (portName !== undefined) injection.portName = portName;
   }
   if ((context.replicas ?? 1) > 1 && !a[ANNOTATION.redisSecret]) {
-    warnings.push(`${context.replicas} replicas without ${ANNOTATION.redisSecret}: each sidecar keeps its own replay window, so one token can be used once per replica; give the replicas a shared Redis`);
+    warnings.push(
+      `${context.replicas} replicas without ${ANNOTATION.redisSecret}: each sidecar keeps its own replay window, so one token can be used once per replica; give the replicas a shared Redis`,
+    );
   }
 
   const sidecar = sidecarContainer(a, defaults, injection, plan.logLevel, probes);
@@ -211,7 +265,9 @@ function prepareIptables(containers: Obj[], inits: Obj[], { port, adminPort, exc
     probes = { ...probes, ...r };
     for (const p of portsOf(c)) {
       if (!skip.has(p.containerPort) && p.containerPort !== app.number && (p.protocol ?? 'TCP') === 'TCP') {
-        warnings.push(`port ${p.containerPort} of container ${String(c.name)} is captured too, and its traffic goes to the app's port ${app.number}; list it in ${ANNOTATION.excludeInboundPorts} if agents do not call it`);
+        warnings.push(
+          `port ${p.containerPort} of container ${String(c.name)} is captured too, and its traffic goes to the app's port ${app.number}; list it in ${ANNOTATION.excludeInboundPorts} if agents do not call it`,
+        );
       }
     }
   }
@@ -219,7 +275,9 @@ function prepareIptables(containers: Obj[], inits: Obj[], { port, adminPort, exc
     const sc = (c.securityContext ?? {}) as { privileged?: unknown; capabilities?: { add?: unknown } };
     const added = Array.isArray(sc.capabilities?.add) ? (sc.capabilities.add as unknown[]).map(String) : [];
     if (sc.privileged === true || added.some((x) => ['NET_ADMIN', 'SYS_ADMIN', 'ALL'].includes(x.toUpperCase().replace(/^CAP_/, '')))) {
-      warnings.push(`container ${String(c.name)} is privileged or adds NET_ADMIN/SYS_ADMIN: it can change the pod's capture rules and reach the app around the sidecar`);
+      warnings.push(
+        `container ${String(c.name)} is privileged or adds NET_ADMIN/SYS_ADMIN: it can change the pod's capture rules and reach the app around the sidecar`,
+      );
     }
   }
   return probes;
@@ -233,7 +291,13 @@ function renameAppPort(containers: Obj[], inits: Obj[], app: AppPort): string | 
   const name = app.name;
   const owner = containers.find((c) => c.name === app.container);
   if (!owner || !name) return undefined;
-  const taken = new Set([...containers, ...inits].flatMap((c) => portsOf(c).map((p) => p.name).filter((n): n is string => !!n)));
+  const taken = new Set(
+    [...containers, ...inits].flatMap((c) =>
+      portsOf(c)
+        .map((p) => p.name)
+        .filter((n): n is string => !!n),
+    ),
+  );
   const renamed = renamedPort(name, taken);
   for (const p of portsOf(owner)) if (p.name === name) p.name = renamed;
   renameProbePorts(owner, name, renamed);
@@ -253,14 +317,17 @@ const MESH_CONTAINERS = new Set(['istio-proxy', 'istio-init', 'istio-validation'
 
 function meshProblem(containers: Obj[], capture: unknown): string | undefined {
   const mesh = containers.map((c) => String(c.name)).find((n) => MESH_CONTAINERS.has(n));
-  return mesh && capture === 'iptables' ? `the pod has ${mesh} (another mesh's inbound capture): use ${ANNOTATION.capture}: port, which runs behind it` : undefined;
+  return mesh && capture === 'iptables'
+    ? `the pod has ${mesh} (another mesh's inbound capture): use ${ANNOTATION.capture}: port, which runs behind it`
+    : undefined;
 }
 
 /** What makes an already injected pod not protected (empty: it is as injection left it). Pure; the guard uses it too. */
 export function injectedProblems(pod: PodTemplate): string[] {
   const spec = pod.spec ?? {};
   const problems: string[] = [];
-  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false) problems.push('the pod has the sidecar but uses hostNetwork: true, where capture cannot protect the app');
+  if (spec.hostNetwork !== undefined && spec.hostNetwork !== false)
+    problems.push('the pod has the sidecar but uses hostNetwork: true, where capture cannot protect the app');
   let status: { capture?: unknown } | undefined;
   try {
     status = JSON.parse(pod.metadata?.annotations?.[ANNOTATION.status] ?? 'null') as { capture?: unknown } | undefined;
@@ -268,7 +335,9 @@ export function injectedProblems(pod: PodTemplate): string[] {
     status = undefined;
   }
   if (!status || !CAPTURE_MODES.includes(status.capture as CaptureMode)) {
-    problems.push(`a container is named ${CONTAINER} but ${ANNOTATION.status} does not say what injection added: it was not injected (rename the container, or remove it and let injection add the sidecar)`);
+    problems.push(
+      `a container is named ${CONTAINER} but ${ANNOTATION.status} does not say what injection added: it was not injected (rename the container, or remove it and let injection add the sidecar)`,
+    );
   } else if (status.capture === 'iptables' && !list(spec.initContainers).some((c) => c.name === CAPTURE_CONTAINER)) {
     problems.push(`the pod was injected in iptables mode but has no ${CAPTURE_CONTAINER} init container: traffic would reach the app around the sidecar`);
   }

@@ -39,7 +39,12 @@ const nameOf = (doc: Obj): string => {
 };
 const namespaceOf = (doc: Obj): string | undefined => (doc.metadata as Obj | undefined)?.namespace as string | undefined;
 
-interface Taken { injection: Injection; labels: Record<string, string>; namespace: string | undefined; workload: string }
+interface Taken {
+  injection: Injection;
+  labels: Record<string, string>;
+  namespace: string | undefined;
+  workload: string;
+}
 
 /** Injects every pod template of `docs` (Lists too). Pure: returns new documents and what happened. */
 export function injectManifests(docs: Obj[], defaults: InjectDefaults): { docs: Obj[]; changed: boolean[]; report: StreamReport } {
@@ -52,14 +57,17 @@ export function injectManifests(docs: Obj[], defaults: InjectDefaults): { docs: 
     const own = (doc.metadata as { annotations?: Record<string, string> } | undefined)?.annotations?.[ANNOTATION.inject];
     if (!template) {
       const nested = ((doc.spec as Obj | undefined)?.template as PodTemplate | undefined)?.metadata?.annotations?.[ANNOTATION.inject];
-      if (nested === 'true') report.warnings.push(`${name}: a pod template asks for the sidecar in a kind inject does not know; its pods get it only from the webhook`);
+      if (nested === 'true')
+        report.warnings.push(`${name}: a pod template asks for the sidecar in a kind inject does not know; its pods get it only from the webhook`);
       return doc;
     }
     if (own !== undefined && doc.kind !== 'Pod' && template.metadata?.annotations?.[ANNOTATION.inject] === undefined) {
-      report.refused.push(`${name}: ${ANNOTATION.inject} is on the ${String(doc.kind)} itself; put it on the pod template (spec.template.metadata.annotations), which its pods inherit`);
+      report.refused.push(
+        `${name}: ${ANNOTATION.inject} is on the ${String(doc.kind)} itself; put it on the pod template (spec.template.metadata.annotations), which its pods inherit`,
+      );
       return doc;
     }
-    const replicas = typeof (doc.spec as Obj | undefined)?.replicas === 'number' ? (doc.spec as Obj).replicas as number : undefined;
+    const replicas = typeof (doc.spec as Obj | undefined)?.replicas === 'number' ? ((doc.spec as Obj).replicas as number) : undefined;
     const r = injectPodTemplate(template, defaults, { kind: String(doc.kind), ...(replicas !== undefined ? { replicas } : {}) });
     if (r.outcome === 'refused') report.refused.push(...r.reasons.map((x) => `${name}: ${x}`));
     if (r.outcome === 'unprotected') {
@@ -111,7 +119,9 @@ function rewriteServices(doc: Obj, taken: Taken[], report: StreamReport): boolea
       if (String(target) !== String(t.injection.app.number)) continue;
       p.targetPort = t.injection.portName;
       changed = true;
-      report.servicesRewritten.push(`${nameOf(doc)}: port ${String(p.port)} → targetPort ${t.injection.portName} (was ${String(target)}), the sidecar of ${t.workload}`);
+      report.servicesRewritten.push(
+        `${nameOf(doc)}: port ${String(p.port)} → targetPort ${t.injection.portName} (was ${String(target)}), the sidecar of ${t.workload}`,
+      );
     }
   }
   return changed;

@@ -1,7 +1,11 @@
 /** Container ports: which one is the app's, and Kubernetes' naming rules for the ones injection writes. */
 
 type Obj = Record<string, unknown>;
-export interface ContainerPort { name?: string; containerPort: number; protocol?: string }
+export interface ContainerPort {
+  name?: string;
+  containerPort: number;
+  protocol?: string;
+}
 export interface AppPort {
   /** The container that declares the upstream port (or the first container when none does). */
   container: string;
@@ -38,7 +42,11 @@ const tcp = (p: ContainerPort): boolean => (p.protocol ?? 'TCP') === 'TCP';
  * port the pod's containers declare (leaving out the ones excluded from capture). A string names what is wrong.
  */
 export function appPort(containers: Obj[], annotation: string | undefined, annotationName: string, excluded: readonly number[] = []): AppPort | string {
-  const declared = containers.flatMap((c) => portsOf(c).filter(tcp).map((p) => ({ container: String(c.name), number: p.containerPort, ...(p.name ? { name: p.name } : {}) })));
+  const declared = containers.flatMap((c) =>
+    portsOf(c)
+      .filter(tcp)
+      .map((p) => ({ container: String(c.name), number: p.containerPort, ...(p.name ? { name: p.name } : {}) })),
+  );
   if (annotation !== undefined) {
     if (/^\d+$/.test(annotation)) {
       const n = Number(annotation);
@@ -56,7 +64,10 @@ export function appPort(containers: Obj[], annotation: string | undefined, annot
 
 /** "17480,17490, 9100" → [17480, 17490, 9100]; throws naming the flag (or annotation) and the bad entry. */
 export function parsePortList(text: string, flag: string): number[] {
-  const parts = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const parts = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   return parts.map((p) => {
     const n = /^\d{1,5}$/.test(p) ? Number(p) : NaN;
     if (!isPortNumber(n)) throw new Error(`${flag} takes port numbers (1-65535) separated by commas, got "${p}"`);

@@ -39,9 +39,18 @@ export function redirectProbes(container: Obj, captured: (port: number) => boole
     const port = probePort(container, target.port);
     if (port === undefined) return `container ${name}: ${field} names port "${String(target.port)}", which the container does not declare`;
     if (!captured(port)) continue;
-    if (grpc) return `container ${name}: ${field} is a gRPC probe on captured port ${port}: list the port in agents-chain.io/exclude-inbound-ports or use agents-chain.io/capture: port`;
+    if (grpc)
+      return `container ${name}: ${field} is a gRPC probe on captured port ${port}: list the port in agents-chain.io/exclude-inbound-ports or use agents-chain.io/capture: port`;
     out[`${name}/${kind}`] = http
-      ? { httpGet: { path: typeof http.path === 'string' ? http.path : '/', port, scheme: typeof http.scheme === 'string' ? http.scheme : 'HTTP', ...(Array.isArray(http.httpHeaders) ? { httpHeaders: http.httpHeaders as { name: string; value: string }[] } : {}) }, ...timeout }
+      ? {
+          httpGet: {
+            path: typeof http.path === 'string' ? http.path : '/',
+            port,
+            scheme: typeof http.scheme === 'string' ? http.scheme : 'HTTP',
+            ...(Array.isArray(http.httpHeaders) ? { httpHeaders: http.httpHeaders as { name: string; value: string }[] } : {}),
+          },
+          ...timeout,
+        }
       : { tcpSocket: { port }, ...timeout };
     const { httpGet: _h, tcpSocket: _t, ...rest } = probe;
     container[field] = { ...rest, httpGet: { path: `/app-health/${name}/${kind}`, port: adminPort } };

@@ -15,7 +15,14 @@ export const SIDECAR_UID = 10001;
 type Obj = Record<string, unknown>;
 
 /** What the sidecar took, for the Service rewrite of port mode and the status annotation. */
-export interface Injection { capture: CaptureMode; app: AppPort; port: number; adminPort: number; native: boolean; portName?: string }
+export interface Injection {
+  capture: CaptureMode;
+  app: AppPort;
+  port: number;
+  adminPort: number;
+  native: boolean;
+  portName?: string;
+}
 
 /**
  * A native sidecar gets SIGTERM only after the app has exited: keeping its listener open then would only
@@ -29,7 +36,17 @@ export function drainDelaySeconds(defaults: InjectDefaults, inj: Injection): num
 const hardened = { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, seccompProfile: { type: 'RuntimeDefault' } };
 
 export function sidecarContainer(a: Record<string, string>, defaults: InjectDefaults, inj: Injection, logLevel: string, probes: Record<string, AppProbe>): Obj {
-  const args = ['serve', '--policy', `${POLICY_DIR}/policy.yaml`, '--upstream', `http://127.0.0.1:${inj.app.number}`, '--listen', `[::]:${inj.port}`, '--admin', `[::]:${inj.adminPort}`];
+  const args = [
+    'serve',
+    '--policy',
+    `${POLICY_DIR}/policy.yaml`,
+    '--upstream',
+    `http://127.0.0.1:${inj.app.number}`,
+    '--listen',
+    `[::]:${inj.port}`,
+    '--admin',
+    `[::]:${inj.adminPort}`,
+  ];
   const env: Obj[] = [
     { name: 'AGENTS_CHAIN_LOG_LEVEL', value: logLevel },
     { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: String(drainDelaySeconds(defaults, inj) * 1000) },
@@ -85,7 +102,14 @@ export function captureContainer(defaults: InjectDefaults, inj: Injection, exclu
     ...(defaults.imagePullPolicy ? { imagePullPolicy: defaults.imagePullPolicy } : {}),
     args: ['capture', '--redirect-to', String(inj.port), '--exclude-ports', [...new Set([inj.port, inj.adminPort, ...excluded])].join(',')],
     resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } },
-    securityContext: { runAsNonRoot: false, runAsUser: 0, runAsGroup: 0, privileged: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] }, ...hardened },
+    securityContext: {
+      runAsNonRoot: false,
+      runAsUser: 0,
+      runAsGroup: 0,
+      privileged: false,
+      capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] },
+      ...hardened,
+    },
     // iptables takes its lock under /run; the root filesystem stays read-only.
     volumeMounts: [{ name: 'agents-chain-tmp', mountPath: '/run' }],
   };

@@ -49,11 +49,13 @@ export function guardDecision(pod: PodTemplate): { allowed: boolean; message?: s
   if (all.some((c) => c?.name === CONTAINER)) {
     const problems = injectedProblems(pod);
     if (!problems.length) return { allowed: true };
-    if (a[ANNOTATION.allowUnprotected] === 'true') return { allowed: true, warning: `agents-chain: this pod runs WITHOUT the sidecar's protection (allow-unprotected): ${problems.join('; ')}` };
+    if (a[ANNOTATION.allowUnprotected] === 'true')
+      return { allowed: true, warning: `agents-chain: this pod runs WITHOUT the sidecar's protection (allow-unprotected): ${problems.join('; ')}` };
     return { allowed: false, message: `agents-chain: ${problems.join('; ')}` };
   }
   const why = `the pod asks for the sidecar (${ANNOTATION.inject}: "${a[ANNOTATION.inject]}") and has none: its namespace is not watched by the agents-chain injection webhook (label it agents-chain.io/injection=enabled), or injection did not run`;
-  if (a[ANNOTATION.allowUnprotected] === 'true') return { allowed: true, warning: `agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${why}` };
+  if (a[ANNOTATION.allowUnprotected] === 'true')
+    return { allowed: true, warning: `agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${why}` };
   return { allowed: false, message: `agents-chain: ${why}` };
 }
 
@@ -82,11 +84,23 @@ function mutate(defaults: InjectDefaults, log: { info: Log; warn: Log }, uid: st
   if (result.outcome === 'injected') warnings.push(...result.warnings.map((w) => `agents-chain: ${w}`));
   if (result.outcome === 'unprotected') warnings.push(`agents-chain: this pod runs WITHOUT the sidecar (allow-unprotected): ${result.reasons.join('; ')}`);
   if (result.outcome === 'refused') log.warn('pod refused: it asks for the sidecar and cannot get it', { ...who, reasons: result.reasons });
-  else (result.outcome === 'unprotected' ? log.warn : log.info)(result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected', { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) });
+  else
+    (result.outcome === 'unprotected' ? log.warn : log.info)(
+      result.outcome === 'injected' ? 'sidecar injected' : result.outcome === 'unprotected' ? 'pod admitted WITHOUT the sidecar' : 'pod not injected',
+      { ...who, outcome: result.outcome, ...(warnings.length ? { warnings } : {}) },
+    );
   return {
     uid,
     allowed: result.outcome !== 'refused',
-    ...(result.outcome === 'refused' ? { status: { code: 403, reason: 'Forbidden', message: `agents-chain: the pod asks for the sidecar (agents-chain.io/inject: "true") and cannot get it: ${result.reasons.join('; ')}` } } : {}),
+    ...(result.outcome === 'refused'
+      ? {
+          status: {
+            code: 403,
+            reason: 'Forbidden',
+            message: `agents-chain: the pod asks for the sidecar (agents-chain.io/inject: "true") and cannot get it: ${result.reasons.join('; ')}`,
+          },
+        }
+      : {}),
     ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
     ...(warnings.length ? { warnings } : {}),
   };
@@ -96,18 +110,26 @@ function mutate(defaults: InjectDefaults, log: { info: Log; warn: Log }, uid: st
 function guard(log: { warn: Log }, uid: string, pod: PodTemplate | undefined, who: Who): Record<string, unknown> {
   const d = pod ? guardDecision(pod) : { allowed: true };
   if (!d.allowed) log.warn('pod refused: it asks for the sidecar and was not injected', { ...who, reason: d.message });
-  return { uid, allowed: d.allowed, ...(d.message ? { status: { code: 403, reason: 'Forbidden', message: d.message } } : {}), ...(d.warning ? { warnings: [d.warning] } : {}) };
+  return {
+    uid,
+    allowed: d.allowed,
+    ...(d.message ? { status: { code: 403, reason: 'Forbidden', message: d.message } } : {}),
+    ...(d.warning ? { warnings: [d.warning] } : {}),
+  };
 }
 
 export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn: Log }) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '').split('?')[0];
-    if (req.method === 'GET' && (path === '/healthz' || path === '/readyz')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
-    if (req.method !== 'POST' || (path !== '/mutate' && path !== '/validate')) return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}');
+    if (req.method === 'GET' && (path === '/healthz' || path === '/readyz'))
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    if (req.method !== 'POST' || (path !== '/mutate' && path !== '/validate'))
+      return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}');
     const chunks: Buffer[] = [];
     let size = 0;
     const fail = (status: number, message: string): void => {
-      if (!res.headersSent) res.writeHead(status, { 'content-type': 'application/json', connection: 'close' }).end(JSON.stringify({ error: 'invalid_body', message }));
+      if (!res.headersSent)
+        res.writeHead(status, { 'content-type': 'application/json', connection: 'close' }).end(JSON.stringify({ error: 'invalid_body', message }));
     };
     req.on('error', () => res.destroy());
     req.on('data', (c: Buffer) => {

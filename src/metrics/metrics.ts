@@ -41,23 +41,42 @@ function gauge<L extends string = string>(r: Registry, name: string, help: strin
 
 /** A counter set from its source's own total when scraped. */
 function scrapedCounter(r: Registry, name: string, help: string, read: () => number): Counter {
-  return new Counter({ name, help, registers: [r], collect() { this.reset(); this.inc(read()); } });
+  return new Counter({
+    name,
+    help,
+    registers: [r],
+    collect() {
+      this.reset();
+      this.inc(read());
+    },
+  });
 }
 
 /** A gauge of current state, read from its source when scraped. */
 function scrapedGauge(r: Registry, name: string, help: string, read: () => number): Gauge {
-  return new Gauge({ name, help, registers: [r], collect() { this.set(read()); } });
+  return new Gauge({
+    name,
+    help,
+    registers: [r],
+    collect() {
+      this.set(read());
+    },
+  });
 }
 
 /** agents_chain_access_requests_pending: the store is asked when scraped; a store that fails keeps the last value. */
 function pendingGauge(r: Registry, source: () => MetricsSources['pendingAccessRequests']): Gauge {
   return new Gauge({
-    name: 'agents_chain_access_requests_pending', help: 'Access requests waiting for a human.', registers: [r],
+    name: 'agents_chain_access_requests_pending',
+    help: 'Access requests waiting for a human.',
+    registers: [r],
     async collect() {
       try {
         const pending = source();
         this.set(pending ? await pending() : 0);
-      } catch { /* last value stays */ }
+      } catch {
+        /* last value stays */
+      }
     },
   });
 }
@@ -73,40 +92,151 @@ export class SidecarMetrics {
   private sources: MetricsSources = {};
 
   // Registered in this order (the order of /metrics); the scrape-time gauges read their sources when scraped.
-  readonly requests: Counter<'capability' | 'decision'> = counter(this.registry, 'agents_chain_requests_total', 'Calls by capability and decision (allowed, denied, error).', ['capability', 'decision']);
-  readonly denials: Counter<'capability' | 'reason'> = counter(this.registry, 'agents_chain_denials_total', 'Refused calls by capability and reason (the stable error code).', ['capability', 'reason']);
-  readonly violations: Counter<'capability' | 'field'> = counter(this.registry, 'agents_chain_constraint_violations_total', 'Constraint violations that refused a call, by capability and constrained field.', ['capability', 'field']);
-  readonly overhead: Histogram<'capability'> = histogram(this.registry, 'agents_chain_overhead_seconds', 'Time the sidecar adds to a call: total time minus the upstream exchange.', LATENCY_BUCKETS, ['capability']);
-  readonly upstream: Histogram<'capability'> = histogram(this.registry, 'agents_chain_upstream_duration_seconds', 'Time from forwarding a call to the app until its response was relayed.', LATENCY_BUCKETS, ['capability']);
-  readonly tokenVerification: Histogram = histogram(this.registry, 'agents_chain_token_verification_seconds', 'Time to verify one agent token (steps 1-7: header, claims, Ed25519 signature, lifetime).', LATENCY_BUCKETS);
-  readonly replayStoreErrors: Counter = counter(this.registry, 'agents_chain_replay_store_errors_total', 'Calls refused because the replay store could not be asked.');
+  readonly requests: Counter<'capability' | 'decision'> = counter(
+    this.registry,
+    'agents_chain_requests_total',
+    'Calls by capability and decision (allowed, denied, error).',
+    ['capability', 'decision'],
+  );
+  readonly denials: Counter<'capability' | 'reason'> = counter(
+    this.registry,
+    'agents_chain_denials_total',
+    'Refused calls by capability and reason (the stable error code).',
+    ['capability', 'reason'],
+  );
+  readonly violations: Counter<'capability' | 'field'> = counter(
+    this.registry,
+    'agents_chain_constraint_violations_total',
+    'Constraint violations that refused a call, by capability and constrained field.',
+    ['capability', 'field'],
+  );
+  readonly overhead: Histogram<'capability'> = histogram(
+    this.registry,
+    'agents_chain_overhead_seconds',
+    'Time the sidecar adds to a call: total time minus the upstream exchange.',
+    LATENCY_BUCKETS,
+    ['capability'],
+  );
+  readonly upstream: Histogram<'capability'> = histogram(
+    this.registry,
+    'agents_chain_upstream_duration_seconds',
+    'Time from forwarding a call to the app until its response was relayed.',
+    LATENCY_BUCKETS,
+    ['capability'],
+  );
+  readonly tokenVerification: Histogram = histogram(
+    this.registry,
+    'agents_chain_token_verification_seconds',
+    'Time to verify one agent token (steps 1-7: header, claims, Ed25519 signature, lifetime).',
+    LATENCY_BUCKETS,
+  );
+  readonly replayStoreErrors: Counter = counter(
+    this.registry,
+    'agents_chain_replay_store_errors_total',
+    'Calls refused because the replay store could not be asked.',
+  );
   // Tokens refused for a reset are counted by agents_chain_denials_total{reason="replay_window_reset"}.
-  readonly replayStoreResets: Counter<'cause'> = counter(this.registry, 'agents_chain_replay_store_resets_total', 'Times this sidecar found the shared replay store had lost token ids (marker_missing, epoch_changed, server_changed); older tokens are then refused for one window.', ['cause']);
-  readonly accessRequestsCreated: Counter<'capability'> = counter(this.registry, 'agents_chain_access_requests_created_total', 'Access requests (request_permission) created, by capability.', ['capability']);
-  readonly accessRequestsResolved: Counter<'capability' | 'outcome'> = counter(this.registry, 'agents_chain_access_requests_resolved_total', 'Access requests resolved, by capability and outcome (approved, denied, expired).', ['capability', 'outcome']);
-  readonly accessRequestDecision: Histogram<'outcome'> = histogram(this.registry, 'agents_chain_access_request_decision_seconds', 'Time from an access request to its resolution, by outcome.', DECISION_BUCKETS, ['outcome']);
+  readonly replayStoreResets: Counter<'cause'> = counter(
+    this.registry,
+    'agents_chain_replay_store_resets_total',
+    'Times this sidecar found the shared replay store had lost token ids (marker_missing, epoch_changed, server_changed); older tokens are then refused for one window.',
+    ['cause'],
+  );
+  readonly accessRequestsCreated: Counter<'capability'> = counter(
+    this.registry,
+    'agents_chain_access_requests_created_total',
+    'Access requests (request_permission) created, by capability.',
+    ['capability'],
+  );
+  readonly accessRequestsResolved: Counter<'capability' | 'outcome'> = counter(
+    this.registry,
+    'agents_chain_access_requests_resolved_total',
+    'Access requests resolved, by capability and outcome (approved, denied, expired).',
+    ['capability', 'outcome'],
+  );
+  readonly accessRequestDecision: Histogram<'outcome'> = histogram(
+    this.registry,
+    'agents_chain_access_request_decision_seconds',
+    'Time from an access request to its resolution, by outcome.',
+    DECISION_BUCKETS,
+    ['outcome'],
+  );
   // A store that does not answer (Redis down) must not fail the whole scrape: the gauge keeps its last value.
   private readonly accessRequestsPending = pendingGauge(this.registry, () => this.sources.pendingAccessRequests);
-  readonly auditBatchesExported: Counter<'exporter'> = counter(this.registry, 'agents_chain_audit_batches_exported_total', 'Audit batches acknowledged, by exporter.', ['exporter']);
-  readonly auditExportFailures: Counter<'exporter'> = counter(this.registry, 'agents_chain_audit_export_failures_total', 'Failed audit export attempts (each is retried), by exporter.', ['exporter']);
-  readonly auditDropped: Counter = counter(this.registry, 'agents_chain_audit_entries_dropped_total', 'Audit records not kept: the spool was down and the in-memory backlog full (those calls were refused), or a batch could not be sealed (logged).');
-  readonly auditUnaudited: Counter = counter(this.registry, 'agents_chain_audit_unaudited_calls_total', 'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).');
+  readonly auditBatchesExported: Counter<'exporter'> = counter(
+    this.registry,
+    'agents_chain_audit_batches_exported_total',
+    'Audit batches acknowledged, by exporter.',
+    ['exporter'],
+  );
+  readonly auditExportFailures: Counter<'exporter'> = counter(
+    this.registry,
+    'agents_chain_audit_export_failures_total',
+    'Failed audit export attempts (each is retried), by exporter.',
+    ['exporter'],
+  );
+  readonly auditDropped: Counter = counter(
+    this.registry,
+    'agents_chain_audit_entries_dropped_total',
+    'Audit records not kept: the spool was down and the in-memory backlog full (those calls were refused), or a batch could not be sealed (logged).',
+  );
+  readonly auditUnaudited: Counter = counter(
+    this.registry,
+    'agents_chain_audit_unaudited_calls_total',
+    'Calls served while the audit trail could not record them (policy audit.onAuditFailure: allow).',
+  );
   // Read from the trail's own count when scraped: nothing to do per call on the request path.
-  readonly auditEntries: Counter = scrapedCounter(this.registry, 'agents_chain_audit_entries_total', 'Audit entries recorded.', () => this.audit()?.recorded ?? 0);
-  private readonly auditEntriesBuffered = scrapedGauge(this.registry, 'agents_chain_audit_entries_buffered', 'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).', () => this.audit()?.buffered ?? 0);
-  private readonly auditSpoolBytes = scrapedGauge(this.registry, 'agents_chain_audit_spool_bytes', 'Bytes of sealed batches not yet acknowledged by every exporter.', () => this.audit()?.spoolBytes ?? 0);
-  private readonly auditOldestUnexportedAgeSeconds = scrapedGauge(this.registry, 'agents_chain_audit_oldest_unexported_age_seconds', 'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).', () => this.audit()?.oldestUnexportedAgeSeconds ?? 0);
-  private readonly auditAvailable = scrapedGauge(this.registry, 'agents_chain_audit_available', '1 when the audit trail can take entries, 0 when the spool is full or failing (calls are then refused).', () => Number(this.audit()?.available ?? true));
-  readonly policyReloads: Counter<'result'> = counter(this.registry, 'agents_chain_policy_reloads_total', 'Policy reloads by result (success, failure).', ['result']);
+  readonly auditEntries: Counter = scrapedCounter(
+    this.registry,
+    'agents_chain_audit_entries_total',
+    'Audit entries recorded.',
+    () => this.audit()?.recorded ?? 0,
+  );
+  private readonly auditEntriesBuffered = scrapedGauge(
+    this.registry,
+    'agents_chain_audit_entries_buffered',
+    'Audit entries recorded but not yet in the spool (the open batch and batches waiting for space).',
+    () => this.audit()?.buffered ?? 0,
+  );
+  private readonly auditSpoolBytes = scrapedGauge(
+    this.registry,
+    'agents_chain_audit_spool_bytes',
+    'Bytes of sealed batches not yet acknowledged by every exporter.',
+    () => this.audit()?.spoolBytes ?? 0,
+  );
+  private readonly auditOldestUnexportedAgeSeconds = scrapedGauge(
+    this.registry,
+    'agents_chain_audit_oldest_unexported_age_seconds',
+    'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).',
+    () => this.audit()?.oldestUnexportedAgeSeconds ?? 0,
+  );
+  private readonly auditAvailable = scrapedGauge(
+    this.registry,
+    'agents_chain_audit_available',
+    '1 when the audit trail can take entries, 0 when the spool is full or failing (calls are then refused).',
+    () => Number(this.audit()?.available ?? true),
+  );
+  readonly policyReloads: Counter<'result'> = counter(this.registry, 'agents_chain_policy_reloads_total', 'Policy reloads by result (success, failure).', [
+    'result',
+  ]);
   readonly policyInfo: Gauge<'hash'> = gauge(this.registry, 'agents_chain_policy_info', 'The active policy: 1, labelled with its SHA-256.', ['hash']);
   readonly policyLoadedAt: Gauge = gauge(this.registry, 'agents_chain_policy_loaded_timestamp_seconds', 'When the active policy was loaded (Unix seconds).');
-  readonly policyReloadOk: Gauge = gauge(this.registry, 'agents_chain_policy_last_reload_successful', '1 when the last policy (re)load succeeded, 0 when it failed and the previous policy is still active.');
+  readonly policyReloadOk: Gauge = gauge(
+    this.registry,
+    'agents_chain_policy_last_reload_successful',
+    '1 when the last policy (re)load succeeded, 0 when it failed and the previous policy is still active.',
+  );
   readonly agentRequests?: Counter<'agent' | 'capability' | 'decision'>;
 
   constructor(private readonly opts: MetricsOptions = {}) {
     const r = this.registry;
     if (opts.perAgent) {
-      this.agentRequests = new Counter({ name: 'agents_chain_agent_requests_total', help: `Calls by agent (opt-in; agents past the first ${opts.perAgent.maxAgents} are counted as "_other").`, labelNames: ['agent', 'capability', 'decision'], registers: [r] });
+      this.agentRequests = new Counter({
+        name: 'agents_chain_agent_requests_total',
+        help: `Calls by agent (opt-in; agents past the first ${opts.perAgent.maxAgents} are counted as "_other").`,
+        labelNames: ['agent', 'capability', 'decision'],
+        registers: [r],
+      });
     }
     this.policyReloadOk.set(1);
     // Both results exist from the start, so rate() and absent-series alerts behave.
@@ -177,7 +307,15 @@ export class SidecarMetrics {
   }
 
   /** One finished call: its decision, why it was refused, and where the time went. */
-  callFinished(c: { capability: string; decision: Decision; reason?: string; violatedFields?: readonly string[]; agentId?: string; totalSeconds?: number; upstreamSeconds?: number }): void {
+  callFinished(c: {
+    capability: string;
+    decision: Decision;
+    reason?: string;
+    violatedFields?: readonly string[];
+    agentId?: string;
+    totalSeconds?: number;
+    upstreamSeconds?: number;
+  }): void {
     this.requests.inc({ capability: c.capability, decision: c.decision });
     if (c.reason) this.denials.inc({ capability: c.capability, reason: c.reason });
     if (c.reason === 'replay_store_unavailable') this.replayStoreErrors.inc();

@@ -19,7 +19,12 @@ export function grantsFor(agent: Pick<Agent, 'grants'>, policy: Pick<Policy, 'gr
 }
 
 /** Step 9: the agent's active, unexpired grant for each capability (the call's own first), or the refusal. */
-export function activeGrants(agent: Pick<Agent, 'id' | 'grants'>, capabilities: readonly [string, ...string[]], policy: Pick<Policy, 'grants'>, nowMs: number): [Grant, ...Grant[]] | Denial {
+export function activeGrants(
+  agent: Pick<Agent, 'id' | 'grants'>,
+  capabilities: readonly [string, ...string[]],
+  policy: Pick<Policy, 'grants'>,
+  nowMs: number,
+): [Grant, ...Grant[]] | Denial {
   const grants = grantsFor(agent, policy);
   const [first, ...also] = capabilities;
   const own = findActiveGrant(grants, agent.id, first, nowMs);
@@ -77,11 +82,16 @@ export interface AuthorizeContext {
  * are returned, not refused: a capability route refuses them, request_permission
  * files them for a human, the approval executor runs what a human approved.
  */
-export async function authorize(agent: Pick<Agent, 'id' | 'grants'>, capabilities: readonly [string, ...string[]], args: CallArguments, ctx: AuthorizeContext): Promise<Authorization | Denial> {
+export async function authorize(
+  agent: Pick<Agent, 'id' | 'grants'>,
+  capabilities: readonly [string, ...string[]],
+  args: CallArguments,
+  ctx: AuthorizeContext,
+): Promise<Authorization | Denial> {
   const grants = activeGrants(agent, capabilities, ctx.policy, ctx.now());
   if (isDenial(grants)) return grants;
   // A call that is several capabilities reads the fields any of their grants constrains.
-  const constraints: Constraints = grants.length === 1 ? grants[0].constraints : Object.assign({}, ...grants.map((g) => g.constraints)) as Constraints;
+  const constraints: Constraints = grants.length === 1 ? grants[0].constraints : (Object.assign({}, ...grants.map((g) => g.constraints)) as Constraints);
   const read = readArguments(constraints, args, ctx.collectKeys === true);
   if (isDenial(read)) return read;
   const lookup = argumentLookup(read.plan, args.params, read.query, read.json);
@@ -97,7 +107,11 @@ export async function authorize(agent: Pick<Agent, 'id' | 'grants'>, capabilitie
 }
 
 /** Reads each constrained argument from the path, the query or the JSON body; refuses what an app could read differently. */
-function readArguments(constraints: Constraints, args: CallArguments, collectKeys: boolean): Pick<Authorization, 'plan' | 'query' | 'json' | 'jsonKeys'> | Denial {
+function readArguments(
+  constraints: Constraints,
+  args: CallArguments,
+  collectKeys: boolean,
+): Pick<Authorization, 'plan' | 'query' | 'json' | 'jsonKeys'> | Denial {
   const plan = planArguments(constraints, args.method, args.params);
   const query = readConstrainedQuery(args.query, plan.query);
   if (isDenial(query)) return query;

@@ -26,14 +26,24 @@ const AUTHENTICATION: { [A in EndpointAuth]: Chain<EndpointCall, EndpointPhases[
 export function serveEndpoint(call: EndpointCall, deps: Deps, progress: Progress): Promise<Reply | Denial> {
   const endpoint: AnyEndpoint = endpointNamed(call.route.endpoint);
   switch (endpoint.auth) {
-    case 'agent': return run(endpoint, AUTHENTICATION.agent, call, deps, progress);
-    case 'host': return run(endpoint, AUTHENTICATION.host, call, deps, progress);
-    case 'none': return run(endpoint, AUTHENTICATION.none, call, deps, progress);
-    case 'optional_agent': return run(endpoint, AUTHENTICATION.optional_agent, call, deps, progress);
+    case 'agent':
+      return run(endpoint, AUTHENTICATION.agent, call, deps, progress);
+    case 'host':
+      return run(endpoint, AUTHENTICATION.host, call, deps, progress);
+    case 'none':
+      return run(endpoint, AUTHENTICATION.none, call, deps, progress);
+    case 'optional_agent':
+      return run(endpoint, AUTHENTICATION.optional_agent, call, deps, progress);
   }
 }
 
-async function run<A extends EndpointAuth>(endpoint: Endpoint<A>, chain: Chain<EndpointCall, EndpointPhases[A], Deps>, call: EndpointCall, deps: Deps, progress: Progress): Promise<Reply | Denial> {
+async function run<A extends EndpointAuth>(
+  endpoint: Endpoint<A>,
+  chain: Chain<EndpointCall, EndpointPhases[A], Deps>,
+  call: EndpointCall,
+  deps: Deps,
+  progress: Progress,
+): Promise<Reply | Denial> {
   const authenticated = await chain.run(call, deps, progress);
   if (isDenial(authenticated) || !endpoint.readsBody) return isDenial(authenticated) ? authenticated : endpoint.handle(authenticated, deps);
   const buffered = await readBody(authenticated, deps);

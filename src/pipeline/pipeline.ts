@@ -20,11 +20,13 @@ import { checkRequestShape, findRoute } from './stages/request.js';
 import type { EndpointRoute, PublicRoute } from './phases.js';
 
 /** Every request: is it well formed, and where does it go? (The audit filter's onRequest ran before.) */
+// prettier-ignore
 const ROUTING = Chain.of<Arrival, Deps>()
   .then(checkRequestShape)   // header count, target, singleton headers, query shape
-  .then(findRoute);          // capability, sidecar endpoint, public route, or unknown_route
+  .then(findRoute); // capability, sidecar endpoint, public route, or unknown_route
 
 /** A capability route: the verification table of ../shared/seeds/002_9af9aaa6cc5deb37.txt, then the arguments. */
+// prettier-ignore
 const AUTHORIZATION = Chain.of<CapabilityCall, Deps>()
   .then(readToken)           // Authorization: Bearer <agent+jwt>
   .then(verifyToken)         // steps 1–7: typ, sub, iss, aud, signature, lifetime
@@ -35,6 +37,7 @@ const AUTHORIZATION = Chain.of<CapabilityCall, Deps>()
   .then(enforceConstraints); // any violation left refuses the call
 
 /** Egress (the agent's own guard): the body first (it may name the capability), then the sidecar signs as the agent, then the same checks. */
+// prettier-ignore
 const EGRESS_AUTHORIZATION = Chain.of<CapabilityCall, Deps>()
   .then(readBody)            // bounded buffer, as on ingress
   .then(selectVariant)       // message vs message.stream vs message.beta
@@ -86,17 +89,34 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
   }
   const checked = 'verified' in call ? call : undefined;
   const capability = checked?.route.capability.name;
-  const headers = appRequestHeaders(call.req.rawHeaders, {
-    requestId: call.requestId, bodyLength: call.body?.length, clientAddress: call.req.socket.remoteAddress,
-    checked: checked && capability ? { agentId: checked.verified.agent.id, agentName: checked.verified.agent.name, capability } : undefined,
-  }, deps);
+  const headers = appRequestHeaders(
+    call.req.rawHeaders,
+    {
+      requestId: call.requestId,
+      bodyLength: call.body?.length,
+      clientAddress: call.req.socket.remoteAddress,
+      checked: checked && capability ? { agentId: checked.verified.agent.id, agentName: checked.verified.agent.name, capability } : undefined,
+    },
+    deps,
+  );
   const { context } = deps.policy;
-  const wrap = checked && capability && context.constraintAware && context.envelope === 'all' ? { policy: deps.policy, capability, constraints: checked.grants[0].constraints } : undefined;
+  const wrap =
+    checked && capability && context.constraintAware && context.envelope === 'all'
+      ? { policy: deps.policy, capability, constraints: checked.grants[0].constraints }
+      : undefined;
   const sent = performance.now();
-  const answer = await deps.upstream.forward({
-    method: call.req.method ?? 'GET', target: call.req.url ?? '/', headers, body: call.body, requestId: call.requestId,
-    permission: checked ? 'not_required' : undefined, wrap,
-  }, res);
+  const answer = await deps.upstream.forward(
+    {
+      method: call.req.method ?? 'GET',
+      target: call.req.url ?? '/',
+      headers,
+      body: call.body,
+      requestId: call.requestId,
+      permission: checked ? 'not_required' : undefined,
+      wrap,
+    },
+    res,
+  );
   const upstreamSeconds = (performance.now() - sent) / 1000;
   if (isDenial(answer)) return { ...refuse(call, answer, res, deps), upstreamSeconds };
   return { call, outcome: { kind: 'forwarded', status: answer.status, responseBytes: answer.bytes }, upstreamSeconds };

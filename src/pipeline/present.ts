@@ -25,10 +25,20 @@ export function presentDenial(policy: Policy, capability: string | undefined, ac
 }
 
 /** `envelope: all`: a successful JSON answer wrapped, the app's body as `result`. */
-export function presentSuccess(policy: Policy, capability: string, activeConstraints: Constraints | undefined, result: unknown, grant?: PermissionGrant): ConstraintAwareResult {
-  return successEnvelope(result, {
-    capability,
-    activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
-    requestPermission: policy.accessRequests !== undefined,
-  }, grant);
+export function presentSuccess(
+  policy: Policy,
+  capability: string,
+  activeConstraints: Constraints | undefined,
+  result: unknown,
+  grant?: PermissionGrant,
+): ConstraintAwareResult {
+  return successEnvelope(
+    result,
+    {
+      capability,
+      activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
+      requestPermission: policy.accessRequests !== undefined,
+    },
+    grant,
+  );
 }

@@ -25,12 +25,27 @@ export interface RawPolicy {
     ttl?: number | string;
     valueApprovalTtl?: number | string;
     maxPending?: number;
-    notifier?: { webhook?: { url?: string; urlEnv?: string; format?: 'json' | 'slack'; headers?: Record<string, string>; headersEnv?: Record<string, string>; retries?: number } };
+    notifier?: {
+      webhook?: {
+        url?: string;
+        urlEnv?: string;
+        format?: 'json' | 'slack';
+        headers?: Record<string, string>;
+        headersEnv?: Record<string, string>;
+        retries?: number;
+      };
+    };
   };
   capabilities?: Capability[];
   public?: { method: string; path: string }[];
   agents?: { id: string; name: string; publicKey: Record<string, string> }[];
-  hosts?: { id: string; name: string; publicKey: Record<string, string>; defaultCapabilities?: (string | { capability: string; constraints?: Constraints })[]; maxAgents?: number }[];
+  hosts?: {
+    id: string;
+    name: string;
+    publicKey: Record<string, string>;
+    defaultCapabilities?: (string | { capability: string; constraints?: Constraints })[];
+    maxAgents?: number;
+  }[];
   grants?: { agent: string; capability: string; status: 'active' | 'revoked'; expiresAt?: string; constraints?: Constraints }[];
 }
 
@@ -101,7 +116,15 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
   for (const e of Object.values(ENDPOINTS)) {
     if (e.needs === 'accessRequests' && !(raw.constraintAware && raw.accessRequests)) continue;
     if (e.needs === 'hosts' && !raw.hosts?.length) continue;
-    addRoute(['<sidecar>'], e.method, e.path, (template) => ({ kind: 'endpoint', method: e.method, template, endpoint: e.name, audience: e.audience, auth: e.auth, ...(e.discoveryName ? { discoveryName: e.discoveryName } : {}) }));
+    addRoute(['<sidecar>'], e.method, e.path, (template) => ({
+      kind: 'endpoint',
+      method: e.method,
+      template,
+      endpoint: e.name,
+      audience: e.audience,
+      auth: e.auth,
+      ...(e.discoveryName ? { discoveryName: e.discoveryName } : {}),
+    }));
   }
 
   const egress = raw.mode === 'egress';
@@ -109,17 +132,34 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
   if (egress && !raw.preset) at(['mode'], 'egress mode needs a preset: openai or anthropic', true);
   if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
   if (egress && raw.capabilities?.length) at(['capabilities'], 'in egress mode the capabilities come from the preset; remove this list', true);
-  if (!egress && !raw.capabilities) at([], 'capabilities is required (the app\'s named operations)');
+  if (!egress && !raw.capabilities) at([], "capabilities is required (the app's named operations)");
   // Egress: the preset's table is the capability list (variants are capabilities without a route of their own).
   preset?.routes.forEach((r) => {
-    const cap: Capability = { name: r.capability, method: r.method, path: r.path, description: `${preset.name} ${r.method} ${r.path}`, ...(r.multipart ? { multipart: true, maxBodyBytes: 25 * 1024 * 1024 } : {}) };
+    const cap: Capability = {
+      name: r.capability,
+      method: r.method,
+      path: r.path,
+      description: `${preset.name} ${r.method} ${r.path}`,
+      ...(r.multipart ? { multipart: true, maxBodyBytes: 25 * 1024 * 1024 } : {}),
+    };
     capabilities.set(cap.name, cap);
     const variants = r.variants?.map((v) => {
-      const vc: Capability = { name: v.capability, method: r.method, path: r.path, description: `${preset.name} ${r.method} ${r.path} (${v.header ? `with ${v.header}` : `"${v.bodyFlag}": true`})` };
+      const vc: Capability = {
+        name: v.capability,
+        method: r.method,
+        path: r.path,
+        description: `${preset.name} ${r.method} ${r.path} (${v.header ? `with ${v.header}` : `"${v.bodyFlag}": true`})`,
+      };
       capabilities.set(vc.name, vc);
       return { capability: vc, header: v.header, bodyFlag: v.bodyFlag };
     });
-    addRoute(['preset'], r.method, r.path, (template) => ({ kind: 'capability', method: r.method, template, capability: cap, ...(variants ? { variants } : {}) }));
+    addRoute(['preset'], r.method, r.path, (template) => ({
+      kind: 'capability',
+      method: r.method,
+      template,
+      capability: cap,
+      ...(variants ? { variants } : {}),
+    }));
   });
   (raw.capabilities ?? []).forEach((c, i) => {
     if (capabilities.has(c.name)) return at(['capabilities', i, 'name'], `duplicate capability name "${c.name}"`);
@@ -136,12 +176,18 @@ async function compileAgents(raw: RawPolicy, at: At): Promise<{ agents: Map<stri
   const agents = new Map<string, Agent>();
   const byThumbprint = new Map<string, string>();
   for (const [i, a] of (raw.agents ?? []).entries()) {
-    if (agents.has(a.id)) { at(['agents', i, 'id'], `duplicate agent id "${a.id}"`); continue; }
+    if (agents.has(a.id)) {
+      at(['agents', i, 'id'], `duplicate agent id "${a.id}"`);
+      continue;
+    }
     const imported = await publicKeyAt(a.publicKey, ['agents', i, 'publicKey'], at);
     if (!imported) continue;
     const { key, thumbprint } = imported;
     const owner = byThumbprint.get(thumbprint);
-    if (owner) { at(['agents', i, 'publicKey'], `key already belongs to agent "${owner}"; give each agent its own key`); continue; }
+    if (owner) {
+      at(['agents', i, 'publicKey'], `key already belongs to agent "${owner}"; give each agent its own key`);
+      continue;
+    }
     byThumbprint.set(thumbprint, a.id);
     agents.set(a.id, { id: a.id, name: a.name, key, thumbprint });
   }
@@ -151,18 +197,24 @@ async function compileAgents(raw: RawPolicy, at: At): Promise<{ agents: Map<stri
 async function compileHosts(raw: RawPolicy, capabilities: Map<string, Capability>, byThumbprint: Map<string, string>, at: At): Promise<Map<string, Host>> {
   const hosts = new Map<string, Host>();
   for (const [i, h] of (raw.hosts ?? []).entries()) {
-    if ([...hosts.values()].some((o) => o.id === h.id)) { at(['hosts', i, 'id'], `duplicate host id "${h.id}"`); continue; }
+    if ([...hosts.values()].some((o) => o.id === h.id)) {
+      at(['hosts', i, 'id'], `duplicate host id "${h.id}"`);
+      continue;
+    }
     const imported = await publicKeyAt(h.publicKey, ['hosts', i, 'publicKey'], at);
     if (!imported) continue;
     const { key, thumbprint } = imported;
     const owner = byThumbprint.get(thumbprint) ?? hosts.get(thumbprint)?.id;
-    if (owner) { at(['hosts', i, 'publicKey'], `key already belongs to "${owner}"; give each host and agent its own key`); continue; }
+    if (owner) {
+      at(['hosts', i, 'publicKey'], `key already belongs to "${owner}"; give each host and agent its own key`);
+      continue;
+    }
     const defaults = new Map<string, Constraints>();
     (h.defaultCapabilities ?? []).forEach((d, j) => {
       const name = typeof d === 'string' ? d : d.capability;
       const cap = capabilities.get(name);
       if (!cap) return at(['hosts', i, 'defaultCapabilities', j], `unknown capability "${name}"`);
-      const constraints = typeof d === 'string' ? {} : d.constraints ?? {};
+      const constraints = typeof d === 'string' ? {} : (d.constraints ?? {});
       checkConstraints(constraints, cap, ['hosts', i, 'defaultCapabilities', j, 'constraints'], at);
       defaults.set(name, constraints);
     });
@@ -185,7 +237,11 @@ function compileGrants(raw: RawPolicy, capabilities: Map<string, Capability>, at
     }
     const constraints = g.constraints ?? {};
     if (cap) checkConstraints(constraints, cap, [...path, 'constraints'], at);
-    if (cap?.multipart && Object.keys(constraints).length) at([...path, 'constraints'], `"${cap.name}" takes multipart/form-data bodies, which the sidecar forwards unread: constraints on it could never be checked`);
+    if (cap?.multipart && Object.keys(constraints).length)
+      at(
+        [...path, 'constraints'],
+        `"${cap.name}" takes multipart/form-data bodies, which the sidecar forwards unread: constraints on it could never be checked`,
+      );
     const k = grantKey(g.agent, g.capability);
     if (grants.has(k)) return at(path, `second grant of "${g.capability}" to "${g.agent}"; merge them into one`);
     grants.set(k, { agent: g.agent, capability: g.capability, status: g.status, expiresAt, constraints });
@@ -213,8 +269,12 @@ function accessRequestSettings(raw: RawPolicy): Policy['accessRequests'] {
     valueApprovalTtlMs: durationMs(raw.accessRequests.valueApprovalTtl, 24 * 3_600_000),
     maxPending: raw.accessRequests.maxPending ?? 1000,
     webhook: webhook && {
-      url: webhook.url, urlEnv: webhook.urlEnv, format: webhook.format ?? 'json',
-      headers: webhook.headers ?? {}, headersEnv: webhook.headersEnv ?? {}, retries: webhook.retries ?? 3,
+      url: webhook.url,
+      urlEnv: webhook.urlEnv,
+      format: webhook.format ?? 'json',
+      headers: webhook.headers ?? {},
+      headersEnv: webhook.headersEnv ?? {},
+      retries: webhook.retries ?? 3,
     },
   };
 }
@@ -256,9 +316,7 @@ export function durationMs(v: number | string | undefined, fallback: number): nu
 }
 
 function checkConstraints(constraints: Constraints, cap: Capability, path: PathPart[], at: At): void {
-  const params = new Set(
-    (parseTemplate(cap.path) as PathTemplate).segments?.flatMap((s) => ('param' in s ? [s.param] : [])) ?? [],
-  );
+  const params = new Set((parseTemplate(cap.path) as PathTemplate).segments?.flatMap((s) => ('param' in s ? [s.param] : [])) ?? []);
   for (const [field, rule] of Object.entries(constraints)) {
     const here = [...path, field];
     const head = field.split('.')[0]!;
@@ -266,4 +324,3 @@ function checkConstraints(constraints: Constraints, cap: Capability, path: PathP
     if (rule.min !== undefined && rule.max !== undefined && rule.min > rule.max) at(here, `min (${rule.min}) is greater than max (${rule.max})`, true);
   }
 }
-

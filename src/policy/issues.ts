@@ -34,12 +34,7 @@ export function keyOf(path: readonly PathPart[]): string {
  * Finds where a value (or, with `asKey`, the key naming it) sits in the YAML
  * source. Falls back to the nearest ancestor that exists.
  */
-export function locate(
-  doc: Document,
-  lines: LineCounter,
-  path: readonly PathPart[],
-  asKey = false,
-): { line: number; column: number } {
+export function locate(doc: Document, lines: LineCounter, path: readonly PathPart[], asKey = false): { line: number; column: number } {
   let node: unknown = doc.contents;
   let best: [number, number, number] | undefined = rangeOf(node);
   for (let i = 0; i < path.length; i++) {
@@ -51,7 +46,10 @@ export function locate(
       const pair = items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === String(part));
       if (!isPair(pair)) break;
       const last = i === path.length - 1;
-      if (last && asKey) { best = rangeOf(pair.key) ?? best; break; }
+      if (last && asKey) {
+        best = rangeOf(pair.key) ?? best;
+        break;
+      }
       next = pair.value ?? pair.key;
       if (pair.value === null) best = rangeOf(pair.key) ?? best;
     } else {

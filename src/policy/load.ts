@@ -42,4 +42,3 @@ export async function loadPolicyText(text: string, file = '<policy>'): Promise<P
 function sorted(list: PolicyIssue[]): PolicyIssue[] {
   return [...list].sort((a, b) => a.line - b.line || a.column - b.column);
 }
-

@@ -56,11 +56,19 @@ function explain(e: ErrorObject): SchemaProblem {
     case 'required':
       return { path, asKey: false, message: `missing required key "${(e.params as { missingProperty: string }).missingProperty}"` };
     case 'propertyNames':
-      return { path, asKey: false, message: `invalid field name "${(e.params as { propertyName: string }).propertyName}" (use dotted names like customer.tier)` };
+      return {
+        path,
+        asKey: false,
+        message: `invalid field name "${(e.params as { propertyName: string }).propertyName}" (use dotted names like customer.tier)`,
+      };
     case 'const':
       return { path, asKey: false, message: `must be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}` };
     case 'enum':
-      return { path, asKey: false, message: `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` };
+      return {
+        path,
+        asKey: false,
+        message: `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`,
+      };
     default:
       return { path, asKey: false, message: e.message ?? e.keyword };
   }
@@ -71,7 +79,7 @@ function dedupe(list: SchemaProblem[]): SchemaProblem[] {
   // propertyNames reports twice (the name, then the failing pattern); keep the first.
   return list.filter((p) => {
     const id = `${p.path.join('/')}|${p.message}`;
-    if (seen.has(id) || p.message.startsWith('must match pattern') && seen.has(`${p.path.join('/')}|name`)) return false;
+    if (seen.has(id) || (p.message.startsWith('must match pattern') && seen.has(`${p.path.join('/')}|name`))) return false;
     seen.add(id);
     return true;
   });

@@ -68,8 +68,7 @@ export interface Grant {
 
 /** Endpoints the sidecar answers itself on the agent port (never forwarded). */
 export type EndpointName =
-  | 'constraint_context' | 'request_permission' | 'request_status'
-  | 'discovery' | 'capability_list' | 'register' | 'agent_status' | 'revoke';
+  'constraint_context' | 'request_permission' | 'request_status' | 'discovery' | 'capability_list' | 'register' | 'agent_status' | 'revoke';
 
 /** Who may call a sidecar endpoint: an agent token, a host token, anyone, or anyone with an optional agent token. */
 export type EndpointAuth = 'agent' | 'host' | 'none' | 'optional_agent';
@@ -77,7 +76,15 @@ export type EndpointAuth = 'agent' | 'host' | 'none' | 'optional_agent';
 export type Route =
   | { kind: 'capability'; method: string; template: PathTemplate; capability: Capability; variants?: CapabilityVariant[] }
   | { kind: 'public'; method: string; template: PathTemplate }
-  | { kind: 'endpoint'; method: string; template: PathTemplate; endpoint: EndpointName; audience: string; auth: EndpointAuth; /** Its name in the discovery document, if published. */ discoveryName?: string };
+  | {
+      kind: 'endpoint';
+      method: string;
+      template: PathTemplate;
+      endpoint: EndpointName;
+      audience: string;
+      auth: EndpointAuth;
+      /** Its name in the discovery document, if published. */ discoveryName?: string;
+    };
 
 /** How denials and successes are presented to agents (the context-awareness guide). */
 export interface ContextSettings {

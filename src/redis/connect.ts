@@ -40,7 +40,12 @@ export function connectRedis(s: RedisSettings, log: Logger, role: 'commands' | '
   };
   let client: RedisClient;
   if (s.cluster?.length) {
-    client = new Cluster(s.cluster, { enableAutoPipelining: !subscriber, enableOfflineQueue: subscriber, clusterRetryStrategy: (t) => Math.min(50 * t, 500), redisOptions: common });
+    client = new Cluster(s.cluster, {
+      enableAutoPipelining: !subscriber,
+      enableOfflineQueue: subscriber,
+      clusterRetryStrategy: (t) => Math.min(50 * t, 500),
+      redisOptions: common,
+    });
   } else if (s.sentinels?.length) {
     client = new Redis({ ...common, sentinels: s.sentinels, name: s.sentinelName ?? 'mymaster' });
   } else {
@@ -56,7 +61,9 @@ export function connectRedis(s: RedisSettings, log: Logger, role: 'commands' | '
     if (up !== false) log.warn('redis unavailable; calls that need it are refused until it answers', { role, error: err.message });
     up = false;
   });
-  client.on('end', () => { up = false; });
+  client.on('end', () => {
+    up = false;
+  });
   return client;
 }
 

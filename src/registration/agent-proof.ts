@@ -23,7 +23,10 @@ export function verifyAgentProof(
   nowSeconds: number,
 ): Denial | undefined {
   const refuse = (why: string) => deny('proof_invalid', `agent_proof: ${why}`);
-  if (proof === undefined) return refuse(`missing: sign an ${AGENT_PROOF_TYPE} with the agent's key (iss its thumbprint, aud the issuer, ath the host token's SHA-256) and send it as agent_proof`);
+  if (proof === undefined)
+    return refuse(
+      `missing: sign an ${AGENT_PROOF_TYPE} with the agent's key (iss its thumbprint, aud the issuer, ath the host token's SHA-256) and send it as agent_proof`,
+    );
   if (typeof proof !== 'string' || proof.length > 4096) return refuse('must be a compact JWS string of at most 4 KiB');
   const jws = decodeJws(proof, AGENT_PROOF_TYPE);
   if (typeof jws === 'string') return refuse(jws);
@@ -32,7 +35,7 @@ export function verifyAgentProof(
   if (problem) return refuse(problem);
   if (p.iss !== agent.thumbprint) return refuse('iss is not the thumbprint of the agent key being registered');
   if (p.aud !== issuer) return refuse(`it is for "${p.aud as string}", not this service ("${issuer}")`);
-  if (p.ath !== hostTokenHash(hostToken)) return refuse('ath is not the SHA-256 of this registration\'s host token (a proof made for another token)');
+  if (p.ath !== hostTokenHash(hostToken)) return refuse("ath is not the SHA-256 of this registration's host token (a proof made for another token)");
   if (!signatureValid(proof, agent.key)) return refuse('signature is not by the agent key being registered');
   const late = checkTimes({ iat: p.iat as number, exp: p.exp as number, ...(p.nbf !== undefined ? { nbf: p.nbf as number } : {}) }, nowSeconds);
   return late ? refuse(late.message) : undefined;

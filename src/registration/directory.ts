@@ -36,7 +36,9 @@ export class RegisteredAgents {
       if (this.keys.size >= 10_000) this.keys.clear();
       this.keys.set(r.thumbprint, key);
     }
-    const grants = new Map<string, Grant>(r.grants.map((g) => [grantKey(r.id, g.capability), { agent: r.id, capability: g.capability, status: 'active', constraints: g.constraints }]));
+    const grants = new Map<string, Grant>(
+      r.grants.map((g) => [grantKey(r.id, g.capability), { agent: r.id, capability: g.capability, status: 'active', constraints: g.constraints }]),
+    );
     return { id: r.id, name: r.name, key, thumbprint: r.thumbprint, hostId: r.hostId, grants };
   }
 }

@@ -27,7 +27,7 @@ export function deriveGrants(host: Host, requested: unknown): DerivedGrant[] | s
     const defaults = host.defaults.get(name);
     if (!defaults) return `host "${host.id}" may not grant "${name}"`;
     if (out.some((g) => g.capability === name)) return `"${name}" is asked for twice`;
-    const asked = typeof item === 'string' ? {} : (item as { constraints?: unknown }).constraints ?? {};
+    const asked = typeof item === 'string' ? {} : ((item as { constraints?: unknown }).constraints ?? {});
     const merged = narrow(defaults, asked, name);
     if (typeof merged === 'string') return merged;
     out.push({ capability: name, constraints: merged });
@@ -74,8 +74,11 @@ function readRule(rule: unknown, where: string): ConstraintRule | string {
   if (typeof rule !== 'object' || rule === null || Array.isArray(rule)) return `${where}: a constraint is an object like {"max": 100}`;
   const r = rule as Record<string, unknown>;
   for (const k of Object.keys(r)) if (!RULE_KEYS.has(k)) return `${where}: unknown operator "${k}" (max, min, in, not_in, exact)`;
-  for (const k of ['max', 'min'] as const) if (r[k] !== undefined && !(typeof r[k] === 'number' && Number.isFinite(r[k]))) return `${where}: ${k} must be a number`;
-  for (const k of ['in', 'not_in'] as const) if (r[k] !== undefined && !(Array.isArray(r[k]) && (r[k] as unknown[]).every(isScalar))) return `${where}: ${k} must be a list of strings, numbers or booleans`;
+  for (const k of ['max', 'min'] as const)
+    if (r[k] !== undefined && !(typeof r[k] === 'number' && Number.isFinite(r[k]))) return `${where}: ${k} must be a number`;
+  for (const k of ['in', 'not_in'] as const)
+    if (r[k] !== undefined && !(Array.isArray(r[k]) && (r[k] as unknown[]).every(isScalar)))
+      return `${where}: ${k} must be a list of strings, numbers or booleans`;
   if (r.exact !== undefined && !isScalar(r.exact)) return `${where}: exact must be a string, number or boolean`;
   return r;
 }

@@ -30,8 +30,12 @@ export function verifyHostToken(token: string, hosts: ReadonlyMap<string, Host>,
   if (typeof jws === 'string') return deny('token_invalid', jws);
   const p = jws.payload;
   const key = p.agent_public_key;
-  const problem = stringProblem(p, 'iss') ?? audienceProblem(p, "the service's issuer") ?? timeProblem(p) ?? jtiProblem(p)
-    ?? (key !== undefined && (typeof key !== 'object' || key === null || Array.isArray(key)) ? 'agent_public_key must be a JWK object' : undefined);
+  const problem =
+    stringProblem(p, 'iss') ??
+    audienceProblem(p, "the service's issuer") ??
+    timeProblem(p) ??
+    jtiProblem(p) ??
+    (key !== undefined && (typeof key !== 'object' || key === null || Array.isArray(key)) ? 'agent_public_key must be a JWK object' : undefined);
   if (problem) return deny('token_invalid', problem);
   const claims: HostClaims = { iss: p.iss as string, aud: p.aud as string, iat: p.iat as number, exp: p.exp as number, jti: p.jti as string };
   if (p.nbf !== undefined) claims.nbf = p.nbf as number;

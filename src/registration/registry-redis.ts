@@ -37,7 +37,10 @@ type Scripts = {
 export class RedisAgentRegistry implements AgentRegistry {
   private readonly scripts: Scripts;
 
-  constructor(private readonly redis: RedisClient, private readonly prefix: string) {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly prefix: string,
+  ) {
     redis.defineCommand('agentsChainRegister', { numberOfKeys: 3, lua: REGISTER });
     redis.defineCommand('agentsChainRevoke', { numberOfKeys: 2, lua: REVOKE });
     this.scripts = redis as unknown as Scripts;
@@ -50,7 +53,14 @@ export class RedisAgentRegistry implements AgentRegistry {
   }
 
   async register(agent: RegisteredAgent, maxAgents: number): Promise<RegisterResult> {
-    const [outcome, data] = await this.scripts.agentsChainRegister(this.key(agent.id), this.hostKey(agent.hostId), this.allKey, JSON.stringify(agent), maxAgents, agent.id);
+    const [outcome, data] = await this.scripts.agentsChainRegister(
+      this.key(agent.id),
+      this.hostKey(agent.hostId),
+      this.allKey,
+      JSON.stringify(agent),
+      maxAgents,
+      agent.id,
+    );
     if (outcome === 'limit' || outcome === 'revoked') return { outcome };
     return { outcome: outcome as 'created' | 'existing', agent: JSON.parse(data) as RegisteredAgent };
   }

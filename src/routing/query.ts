@@ -164,10 +164,7 @@ const RACK_ROOT = /^[[\]]*([^[\]]+)/;
  * "[amount]", PHP's "per.page" for "per_page"), is refused: apps disagree on
  * which copy wins.
  */
-export function readConstrainedQuery(
-  query: string | undefined,
-  names: ReadonlySet<string>,
-): Map<string, string> | Denial {
+export function readConstrainedQuery(query: string | undefined, names: ReadonlySet<string>): Map<string, string> | Denial {
   const out = new Map<string, string>();
   if (!query || names.size === 0) return out;
   // Each constrained name under every reading an app could give it (PHP reads "per.page" as "per_page").
@@ -208,11 +205,15 @@ export function checkQueryShape(query: string | undefined, maxPairs = DEFAULT_MA
   if (!query) return undefined;
   const pairs = countPairs(query);
   if (pairs > maxPairs) {
-    return deny('too_many_query_parameters', `the query has ${pairs} parameters; at most ${maxPairs} are accepted (some apps stop reading at 1000 and would miss the rest)`);
+    return deny(
+      'too_many_query_parameters',
+      `the query has ${pairs} parameters; at most ${maxPairs} are accepted (some apps stop reading at 1000 and would miss the rest)`,
+    );
   }
   if (query.includes(';')) return deny('invalid_query', 'query must not contain a raw ";" (some servers split on it); encode it as %3B');
   const problem = keyProblem(query);
-  if (problem === 'malformed') return deny('invalid_query', 'a query parameter name has a malformed percent-encoding (apps would read it leniently, as another name)');
+  if (problem === 'malformed')
+    return deny('invalid_query', 'a query parameter name has a malformed percent-encoding (apps would read it leniently, as another name)');
   if (problem === 'method') return deny('invalid_query', 'the "_method" override is not accepted; use the real HTTP method');
   return undefined;
 }

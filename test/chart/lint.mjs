@@ -33,7 +33,9 @@ const MIN_KUBE = '1.27.0';
 // toggle that cannot render alone fails the lint until its companions are listed here.
 const CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n'; // only its shape is checked at render
 const COMPANIONS = {
-  'webhook.tls.certManager.enabled=false': { webhook: { tls: { existingSecret: 'agents-chain-webhook-tls', caBundle: Buffer.from(CA_PEM).toString('base64') } } },
+  'webhook.tls.certManager.enabled=false': {
+    webhook: { tls: { existingSecret: 'agents-chain-webhook-tls', caBundle: Buffer.from(CA_PEM).toString('base64') } },
+  },
   'networkPolicy.enabled=true': { networkPolicy: { podSelector: { matchLabels: { app: 'billing' } } } },
   'policy.create=true': {
     policy: {
@@ -96,7 +98,9 @@ export function lintCases(chartDir = CHART) {
     { name: `default values, Kubernetes ${MIN_KUBE}`, args: ['--kube-version', MIN_KUBE] },
     { name: 'as a subchart (a dependency of another chart)', parent: true, args: [] },
   ];
-  for (const f of readdirSync(join(chartDir, 'examples')).filter((f) => /\.ya?ml$/.test(f)).sort()) {
+  for (const f of readdirSync(join(chartDir, 'examples'))
+    .filter((f) => /\.ya?ml$/.test(f))
+    .sort()) {
     cases.push({ name: `examples/${f}`, file: join(chartDir, 'examples', f), args: [] });
   }
   for (const path of booleanToggles(values)) {
@@ -121,11 +125,8 @@ async function models() {
       else if (v && typeof v === 'object') walk(v);
     }
   };
-  for (const m of await Promise.all([
-    import('kubernetes-models'),
-    import('@kubernetes-models/prometheus-operator'),
-    import('@kubernetes-models/cert-manager'),
-  ])) walk(m);
+  for (const m of await Promise.all([import('kubernetes-models'), import('@kubernetes-models/prometheus-operator'), import('@kubernetes-models/cert-manager')]))
+    walk(m);
   return registry;
 }
 
@@ -211,8 +212,13 @@ export function checkFields(entries) {
     text += decl;
   });
   const options = {
-    noEmit: true, strict: true, skipLibCheck: true, types: [],
-    module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022,
+    noEmit: true,
+    strict: true,
+    skipLibCheck: true,
+    types: [],
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
   };
   const host = ts.createCompilerHost(options);
   const { getSourceFile, fileExists, readFile } = host;
@@ -271,7 +277,10 @@ function lintCopy(chartDir) {
   // The chart as a dependency of an application chart (helm then hands it `global` values, for one).
   const parent = join(dir, 'parent');
   cpSync(copy, join(parent, 'charts/agents-chain-sidecar'), { recursive: true });
-  writeFileSync(join(parent, 'Chart.yaml'), 'apiVersion: v2\nname: lint-parent\nversion: 1.0.0\ndependencies:\n  - { name: agents-chain-sidecar, version: 0.1.0 }\n');
+  writeFileSync(
+    join(parent, 'Chart.yaml'),
+    'apiVersion: v2\nname: lint-parent\nversion: 1.0.0\ndependencies:\n  - { name: agents-chain-sidecar, version: 0.1.0 }\n',
+  );
   writeFileSync(join(parent, 'values.yaml'), 'global: { imageRegistry: registry.example.com }\n');
   return { dir, copy, parent };
 }
@@ -305,7 +314,9 @@ export async function lintChart({ chartDir = CHART, log = (s) => process.stdout.
         if (!distinct.has(key)) distinct.set(key, { where: [], id, obj });
         distinct.get(key).where.push(c.name);
       }
-      log(`${r.problems.length || !lint.ok ? 'FAIL' : 'ok  '} ${c.name}: ${r.objects.length} objects (${[...new Set(r.objects.map((o) => o.obj.kind))].join(', ')})`);
+      log(
+        `${r.problems.length || !lint.ok ? 'FAIL' : 'ok  '} ${c.name}: ${r.objects.length} objects (${[...new Set(r.objects.map((o) => o.obj.kind))].join(', ')})`,
+      );
     }
     const fieldProblems = checkFields([...distinct.values()]);
     problems.push(...fieldProblems);

@@ -17,15 +17,34 @@ try {
   cpSync(join(ROOT, 'config/policy.schema.json'), join(app, 'config/policy.schema.json'));
   const asRoot = process.getuid?.() === 0;
   const command = asRoot ? ['setpriv', '--reuid=10001', '--regid=10001', '--clear-groups', process.execPath] : [process.execPath];
-  const child = spawn(command[0], [...command.slice(1), 'dist/cli/main.js', 'serve', '--policy', join(ROOT, 'config/examples/billing.yaml'),
-    '--upstream', 'http://127.0.0.1:9', '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--no-watch'], { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    command[0],
+    [
+      ...command.slice(1),
+      'dist/cli/main.js',
+      'serve',
+      '--policy',
+      join(ROOT, 'config/examples/billing.yaml'),
+      '--upstream',
+      'http://127.0.0.1:9',
+      '--listen',
+      '127.0.0.1:0',
+      '--admin',
+      '127.0.0.1:0',
+      '--no-watch',
+    ],
+    { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const line = await new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`no "sidecar listening" line within 15 s:\n${out}`)), 15_000);
     child.stdout.on('data', (d) => {
       out += d;
       const l = out.split('\n').find((x) => x.includes('sidecar listening'));
-      if (l) { clearTimeout(timer); resolve(l); }
+      if (l) {
+        clearTimeout(timer);
+        resolve(l);
+      }
     });
     child.on('exit', (code) => reject(new Error(`exited ${code} before listening:\n${out}`)));
   });

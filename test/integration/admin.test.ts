@@ -27,10 +27,26 @@ describe('admin listener access (serve)', () => {
     dir = await mkdtemp(join(tmpdir(), 'agents-chain-admin-'));
   });
   afterAll(async () => {
-    for (const c of children) if (c.exitCode === null) { c.kill('SIGTERM'); await once(c, 'exit'); }
+    for (const c of children)
+      if (c.exitCode === null) {
+        c.kill('SIGTERM');
+        await once(c, 'exit');
+      }
     await app.close();
   });
-  const args = (policy: string, ...more: string[]) => ['serve', '--policy', policy, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--no-watch', ...more];
+  const args = (policy: string, ...more: string[]) => [
+    'serve',
+    '--policy',
+    policy,
+    '--upstream',
+    app.url,
+    '--listen',
+    '127.0.0.1:0',
+    '--admin',
+    '127.0.0.1:0',
+    '--no-watch',
+    ...more,
+  ];
   const serve = async (policy: string, extraEnv: Record<string, string> = {}, ...more: string[]) => {
     const sc = await startCli(args(policy, ...more), /sidecar listening/, { ...env, ...extraEnv });
     children.push(sc.child);

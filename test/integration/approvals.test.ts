@@ -7,20 +7,34 @@ import { until } from '../support/until.js';
 import type { SidecarOptions } from '../../src/sidecar/start.js';
 
 /** A call signed by `bot` for the audience `aud`. */
-async function callAs(env: ApprovalEnv, bot: TestAgent, opts: { method?: string; path: string; aud: string; body?: unknown; headers?: Record<string, string> }): Promise<Reply> {
+async function callAs(
+  env: ApprovalEnv,
+  bot: TestAgent,
+  opts: { method?: string; path: string; aud: string; body?: unknown; headers?: Record<string, string> },
+): Promise<Reply> {
   const { aud, ...rest } = opts;
   return call(env, { ...rest, token: await bot.signer.sign(aud) });
 }
 
-const sendSms = (env: ApprovalEnv, to: string, bot = env.bot) => callAs(env, bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { to, body: 'hello' } });
+const sendSms = (env: ApprovalEnv, to: string, bot = env.bot) =>
+  callAs(env, bot, { method: 'POST', path: '/sms', aud: 'send_sms', body: { to, body: 'hello' } });
 const askPermission = (env: ApprovalEnv, to: string, bot = env.bot, headers: Record<string, string> = {}) =>
-  callAs(env, bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', headers,
-    body: { capability: 'send_sms', args: { to, body: 'User asked me to notify this number' }, reason: 'The user explicitly asked for this number' } });
+  callAs(env, bot, {
+    method: 'POST',
+    path: '/agent/request-permission',
+    aud: 'request_permission',
+    headers,
+    body: { capability: 'send_sms', args: { to, body: 'User asked me to notify this number' }, reason: 'The user explicitly asked for this number' },
+  });
 
 describe('context-aware mode and human approval (the send_sms story)', () => {
   let env: ApprovalEnv;
-  beforeAll(async () => { env = await startApprovalEnv({ agents: 5 }); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startApprovalEnv({ agents: 5 });
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   it('violation → request_permission → approve (scope value) → executed → next call passes untouched', async () => {
     const seen = env.app.requests.length;
@@ -49,7 +63,9 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
     const result = await waiting;
     expect(result.status).toBe(200);
     expect(result.json).toMatchObject({
-      success: true, permission: 'approved', capability: 'send_sms',
+      success: true,
+      permission: 'approved',
+      capability: 'send_sms',
       grant: { requestId: note.requestId, scope: 'value', values: { to: '+9999999' } },
       result: { sent: true, path: '/sms', by: env.bot.id, permission: 'approved' },
     });
@@ -165,7 +181,13 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
     const body = (path?: string) => ({ capability: 'list_messages', args: {}, reason: 'need more', ...(path ? { path } : {}) });
     const ask = (b: unknown) => callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: b });
     expect((await ask(body('/messages/m-1'))).json.error).toBe('invalid_path');
-    const accepted = await callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: body('/messages?limit=50'), headers: { prefer: 'respond-async' } });
+    const accepted = await callAs(env, env.bot, {
+      method: 'POST',
+      path: '/agent/request-permission',
+      aud: 'request_permission',
+      body: body('/messages?limit=50'),
+      headers: { prefer: 'respond-async' },
+    });
     expect(accepted.status).toBe(202);
     const note = await env.inbox.nextRequest();
     expect(note.violations[0]).toMatchObject({ field: 'limit', constraint: 'max', actual: '50' });
@@ -183,7 +205,7 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
     expect((await env.admin('GET', '/approvals', undefined, ADMIN_TOKEN)).status).toBe(200);
   });
 
-  it('serves the caller\'s constraint context as text and JSON', async () => {
+  it("serves the caller's constraint context as text and JSON", async () => {
     const text = await call(env, { path: '/agent/constraints', token: await env.bot.signer.sign('constraint_context') });
     expect(text.status).toBe(200);
     expect(text.headers['content-type']).toMatch(/^text\/plain/);
@@ -199,8 +221,12 @@ describe('context-aware mode and human approval (the send_sms story)', () => {
 
 describe('approval expiry and a notifier that is down', () => {
   let env: ApprovalEnv;
-  beforeAll(async () => { env = await startApprovalEnv({ ttl: '1s', webhookUrl: 'http://127.0.0.1:9/down' }); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startApprovalEnv({ ttl: '1s', webhookUrl: 'http://127.0.0.1:9/down' });
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   it('expires an unanswered request: permission expired', async () => {
     const r = await askPermission(env, '+6666666');
@@ -259,8 +285,12 @@ describe('without constraintAware', () => {
 
 describe('what a human approves is what runs', () => {
   let env: ApprovalEnv;
-  beforeAll(async () => { env = await startApprovalEnv(); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startApprovalEnv();
+  });
+  afterAll(async () => {
+    await env.close();
+  });
   const ask = (body: unknown, headers: Record<string, string> = {}) =>
     callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body, headers });
 
@@ -276,10 +306,12 @@ describe('what a human approves is what runs', () => {
   });
 
   it.each(['To=%2B254700000001', 'to%00x=%2B254700000001', '%20to=%2B254700000001', '[to]x=%2B254700000001'])(
-    'refuses a planned call whose query shadows an "args" field under another reading (%s), as a normal call', async (query) => {
+    'refuses a planned call whose query shadows an "args" field under another reading (%s), as a normal call',
+    async (query) => {
       const r = await ask({ capability: 'send_sms', path: `/sms?${query}`, args: { to: '+1' }, reason: 'x' }, { prefer: 'respond-async' });
       expect(r.json.error).toBe('invalid_query');
-    });
+    },
+  );
 
   it('never remembers an absent field as an approved value', async () => {
     const accepted = await ask({ capability: 'send_sms', args: { body: 'no number' }, reason: 'x' }, { prefer: 'respond-async' });
@@ -292,7 +324,7 @@ describe('what a human approves is what runs', () => {
     expect(later.json.permission).toBe('constraint_violated');
   });
 
-  it('runs the approved call with the caller\'s headers, and answers with Agent-Permission: approved', async () => {
+  it("runs the approved call with the caller's headers, and answers with Agent-Permission: approved", async () => {
     const waiting = ask({ capability: 'send_sms', args: { to: '+8888', body: 'b' }, reason: 'x' }, { 'user-agent': 'agent-sdk/1.0', 'accept-language': 'sw' });
     const note = await env.inbox.nextRequest();
     await env.admin('POST', `/approvals/${note.requestId}/approve`, { code: note.code });
@@ -332,9 +364,20 @@ const stores: [string, () => SidecarOptions['redis']][] = [
 
 describe.each(stores)('scope=value approvals never cover an absent field (%s store)', (_name, redis) => {
   let env: ApprovalEnv;
-  beforeAll(async () => { env = await startApprovalEnv({ redis: redis() }); });
-  afterAll(async () => { await env.close(); });
-  const ask = (args: unknown) => callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' }, headers: { prefer: 'respond-async' } });
+  beforeAll(async () => {
+    env = await startApprovalEnv({ redis: redis() });
+  });
+  afterAll(async () => {
+    await env.close();
+  });
+  const ask = (args: unknown) =>
+    callAs(env, env.bot, {
+      method: 'POST',
+      path: '/agent/request-permission',
+      aud: 'request_permission',
+      body: { capability: 'send_sms', args, reason: 'x' },
+      headers: { prefer: 'respond-async' },
+    });
   const sms = (body: unknown) => callAs(env, env.bot, { method: 'POST', path: '/sms', aud: 'send_sms', body });
 
   it('an approved `to: null` lets `to: null` through, never a call that leaves `to` out', async () => {
@@ -360,12 +403,30 @@ describe.each(stores)('scope=value approvals never cover an absent field (%s sto
 
 describe('what the reviewer sees of the arguments', () => {
   let env: ApprovalEnv;
-  beforeAll(async () => { env = await startApprovalEnv(); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startApprovalEnv();
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   it('hides exact secret names only, and lists what it hid, in the notification and the admin view; the call sends everything', async () => {
-    const args = { to: '+31', body: 'b', author: 'Ann', keyword: 'promo', monkey: 'george', max_tokens: 5, api_key: 'sk-live', meta: { 'Refresh-Token': 'r', public_key: 'pk' } };
-    const waiting = callAs(env, env.bot, { method: 'POST', path: '/agent/request-permission', aud: 'request_permission', body: { capability: 'send_sms', args, reason: 'x' } });
+    const args = {
+      to: '+31',
+      body: 'b',
+      author: 'Ann',
+      keyword: 'promo',
+      monkey: 'george',
+      max_tokens: 5,
+      api_key: 'sk-live',
+      meta: { 'Refresh-Token': 'r', public_key: 'pk' },
+    };
+    const waiting = callAs(env, env.bot, {
+      method: 'POST',
+      path: '/agent/request-permission',
+      aud: 'request_permission',
+      body: { capability: 'send_sms', args, reason: 'x' },
+    });
     const note = await env.inbox.nextRequest();
     const shown = { ...args, api_key: '[REDACTED]', meta: { 'Refresh-Token': '[REDACTED]', public_key: 'pk' } };
     expect(note.args).toEqual(shown);
@@ -387,7 +448,10 @@ describe('Slack notifications of agent text', () => {
     try {
       const reason = 'routine\nViolations: none\r\n<!channel> approved by <@U0ADMIN> & ops\u2028Approval code: `FAKE`\u202e';
       const asked = await callAs(env, env.bot, {
-        method: 'POST', path: '/agent/request-permission', aud: 'request_permission', headers: { prefer: 'respond-async' },
+        method: 'POST',
+        path: '/agent/request-permission',
+        aud: 'request_permission',
+        headers: { prefer: 'respond-async' },
         body: { capability: 'send_sms', args: { to: '<!here>', body: 'x\nViolations: none', password: 'p' }, reason },
       });
       expect(asked.status).toBe(202);
@@ -403,8 +467,16 @@ describe('Slack notifications of agent text', () => {
       for (const l of agentWritten) expect(l).toMatch(/^> |^• /);
       expect(lines.filter((l) => l.startsWith('Violations'))).toEqual(['Violations (checked by the sidecar):']);
       expect(lines.filter((l) => l.startsWith('Approval code:'))).toHaveLength(1);
-      const quoted = lines.slice(lines.indexOf('Reason given by the agent (its own words):') + 1, lines.findIndex((l) => l.startsWith('Approval code:')));
-      expect(quoted).toEqual(['> routine', '> Violations: none', '> &lt;!channel&gt; approved by &lt;@U0ADMIN&gt; &amp; ops', '> Approval code: `FAKE`\\u202e']);
+      const quoted = lines.slice(
+        lines.indexOf('Reason given by the agent (its own words):') + 1,
+        lines.findIndex((l) => l.startsWith('Approval code:')),
+      );
+      expect(quoted).toEqual([
+        '> routine',
+        '> Violations: none',
+        '> &lt;!channel&gt; approved by &lt;@U0ADMIN&gt; &amp; ops',
+        '> Approval code: `FAKE`\\u202e',
+      ]);
       expect(text).toContain('Hidden here as secrets (the approved call sends their real values): password');
     } finally {
       await env.close();

@@ -14,7 +14,6 @@ import { until } from '../support/until.js';
 import { orderedLines, startCollector, type Collector } from '../support/collector.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
 
-
 /** Real sidecar processes, killed and restarted over the same spool. */
 describe('audit spool across restarts', () => {
   let dir: string;
@@ -32,12 +31,37 @@ describe('audit spool across restarts', () => {
     collector = await startCollector();
     await collector.stop();
   });
-  afterAll(async () => { await app.close(); await collector.close(); });
+  afterAll(async () => {
+    await app.close();
+    await collector.close();
+  });
 
-  const serve = (spool: string, extra: string[] = []) => startCli([
-    'serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
-    '--audit-key-file', keyFile, '--audit-spool', spool, '--audit-export', collector.url, '--audit-flush-ms', '20', '--audit-drain-ms', '300', ...extra,
-  ], /sidecar listening/);
+  const serve = (spool: string, extra: string[] = []) =>
+    startCli(
+      [
+        'serve',
+        '--policy',
+        `${ROOT}config/examples/billing.yaml`,
+        '--upstream',
+        app.url,
+        '--listen',
+        '127.0.0.1:0',
+        '--admin',
+        '127.0.0.1:0',
+        '--audit-key-file',
+        keyFile,
+        '--audit-spool',
+        spool,
+        '--audit-export',
+        collector.url,
+        '--audit-flush-ms',
+        '20',
+        '--audit-drain-ms',
+        '300',
+        ...extra,
+      ],
+      /sidecar listening/,
+    );
 
   async function calls(listen: string, n: number): Promise<string[]> {
     const jwk = JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8'));
@@ -81,12 +105,22 @@ describe('audit spool across restarts', () => {
     const verify = await runCli(['audit', 'verify', '--audit-key-file', keyFile, file]);
     expect(verify.code).toBe(0);
     const decrypt = await runCli(['audit', 'decrypt', '--audit-key-file', keyFile, file]);
-    expect(decrypt.stdout.trim().split('\n').map((l) => JSON.parse(l).requestId)).toEqual(expect.arrayContaining(ids));
+    expect(
+      decrypt.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).requestId),
+    ).toEqual(expect.arrayContaining(ids));
 
     // audit verify reports a flipped byte, a dropped batch and a swapped pair.
     const lines = orderedLines(collector);
     expect(lines.length).toBeGreaterThanOrEqual(3);
-    const flip = (l: string) => { const b = JSON.parse(l); const d = Buffer.from(b.data, 'base64'); d[0]! ^= 1; return JSON.stringify({ ...b, data: d.toString('base64') }); };
+    const flip = (l: string) => {
+      const b = JSON.parse(l);
+      const d = Buffer.from(b.data, 'base64');
+      d[0]! ^= 1;
+      return JSON.stringify({ ...b, data: d.toString('base64') });
+    };
     const cases: Record<string, string[]> = {
       flipped: [lines[0]!, flip(lines[1]!), ...lines.slice(2)],
       dropped: [lines[0]!, ...lines.slice(2)],

@@ -19,7 +19,6 @@ function entriesOf(c: Collector): AuditEntry[] {
   return orderedLines(c).flatMap((l) => openBatch<AuditEntry>(JSON.parse(l) as AuditBatch, keys));
 }
 
-
 describe('audit trail through an unreliable collector', () => {
   let collector: Collector;
   let env: TestSidecar;
@@ -30,14 +29,22 @@ describe('audit trail through an unreliable collector', () => {
       audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url, 'audit-api-key', 300)], flushIntervalMs: 30, backoffMs: () => 30 },
     });
   });
-  afterAll(async () => { await env.close(); await collector.close(); });
+  afterAll(async () => {
+    await env.close();
+    await collector.close();
+  });
 
   it('delivers every entry exactly once, in order, with an intact chain, through 500s, refusals and stalls', async () => {
     const requestIds: string[] = [];
     const burst = async (n: number) => {
       for (let i = 0; i < n; i++) {
         const ok = i % 2 === 0;
-        const r = await call(env, { method: 'POST', path: '/invoices', token: await env.bot.signer.sign('createInvoice'), body: invoice(ok ? {} : { amount: 5000, apiKey: 'sk-secret' }) });
+        const r = await call(env, {
+          method: 'POST',
+          path: '/invoices',
+          token: await env.bot.signer.sign('createInvoice'),
+          body: invoice(ok ? {} : { amount: 5000, apiKey: 'sk-secret' }),
+        });
         requestIds.push(String(r.headers['x-request-id']));
         await new Promise((res) => setTimeout(res, 40)); // spread over several batches
       }
@@ -53,7 +60,9 @@ describe('audit trail through an unreliable collector', () => {
     await burst(3);
     await until(() => entriesOf(collector).length >= requestIds.length);
     await until(async () => {
-      const stats = await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: 'Bearer audit-test-admin-token' } })).json() as { audit: { backlog: number } };
+      const stats = (await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: 'Bearer audit-test-admin-token' } })).json()) as {
+        audit: { backlog: number };
+      };
       return stats.audit.backlog === 0;
     });
 
@@ -67,7 +76,14 @@ describe('audit trail through an unreliable collector', () => {
     expect(collector.received).toBeGreaterThan(collector.batches.size); // it really had to retry
 
     const denied = entries.find((e) => e.result === 'denied')!;
-    expect(denied).toMatchObject({ agentId: 'agent-billing-bot', capability: 'createInvoice', denialReason: 'constraint_violated', status: 403, method: 'POST', path: '/invoices' });
+    expect(denied).toMatchObject({
+      agentId: 'agent-billing-bot',
+      capability: 'createInvoice',
+      denialReason: 'constraint_violated',
+      status: 403,
+      method: 'POST',
+      path: '/invoices',
+    });
     expect((denied.args as Record<string, unknown>).apiKey).toBe('[REDACTED]');
     const ok = entries.find((e) => e.result === 'success')!;
     expect(ok).toMatchObject({ status: 200, upstreamStatus: 200, permission: 'not_required' });
@@ -82,7 +98,14 @@ describe('a full spool fails closed', () => {
     await collector.stop();
     const spoolDir = await mkdtemp(join(tmpdir(), 'agents-chain-spool-'));
     const env = await startTestSidecar({
-      audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url, undefined, 200)], spoolDir, spoolMaxBytes: 4000, flushIntervalMs: 10, backoffMs: () => 20 },
+      audit: {
+        keyring: keys,
+        exporters: [new HttpAuditExporter(collector.url, undefined, 200)],
+        spoolDir,
+        spoolMaxBytes: 4000,
+        flushIntervalMs: 10,
+        backoffMs: () => 20,
+      },
     });
     try {
       const statuses: number[] = [];
@@ -123,11 +146,14 @@ describe('approval events are audited', () => {
         headers: { authorization: `Bearer ${await env.bot.signer.sign('request_permission')}`, 'content-type': 'application/json', prefer: 'respond-async' },
         body: JSON.stringify({ capability: 'send_sms', args: { to: '+1', body: 'x', apiToken: 't' }, reason: 'audit test' }),
       });
-      const { requestId } = await asked.json() as { requestId: string };
+      const { requestId } = (await asked.json()) as { requestId: string };
       const note = await env.inbox.nextRequest();
       await env.admin('POST', `/approvals/${requestId}/approve`, { code: 'WRONGWRONG' });
       await env.admin('POST', `/approvals/${requestId}/approve`, { code: note.code });
-      const events = () => entriesOf(collector).filter((e) => e.requestId === requestId).map((e) => e.event);
+      const events = () =>
+        entriesOf(collector)
+          .filter((e) => e.requestId === requestId)
+          .map((e) => e.event);
       await until(() => events().includes('approval.executed'));
       expect(events()).toEqual(['approval.created', 'approval.wrong_code', 'approval.approved', 'approval.executed']);
       const created = entriesOf(collector).find((e) => e.event === 'approval.created')!;
@@ -145,15 +171,19 @@ describe('recent entries on the admin listener', () => {
     const collector = await startCollector();
     const env = await startApprovalEnv({ audit: { keyring: keys, exporters: [new HttpAuditExporter(collector.url)], flushIntervalMs: 10 } });
     try {
-      const r = await fetch(`${env.sidecar.url}/sms`, { method: 'POST', headers: { authorization: `Bearer ${await env.bot.signer.sign('send_sms')}`, 'content-type': 'application/json' }, body: JSON.stringify({ to: '+254700000001', body: 'hi' }) });
+      const r = await fetch(`${env.sidecar.url}/sms`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await env.bot.signer.sign('send_sms')}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ to: '+254700000001', body: 'hi' }),
+      });
       const requestId = r.headers.get('x-request-id');
       expect((await fetch(`${env.sidecar.adminUrl}/stats/entries`)).status).toBe(401);
       await until(async () => {
         const res = await fetch(`${env.sidecar.adminUrl}/stats/entries?limit=10`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-        const { entries } = await res.json() as { entries: AuditEntry[] };
+        const { entries } = (await res.json()) as { entries: AuditEntry[] };
         return entries.some((e) => e.requestId === requestId && e.capability === 'send_sms');
       });
-      const stats = await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as any;
+      const stats = (await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as any;
       expect(stats.audit.byCapability.send_sms).toMatchObject({ total: 1, success: 1 });
       // A limit that is not a whole number from 1 to 500 is refused, not read as "everything".
       for (const limit of ['abc', '0', '501', '1.5', '-1', '']) {
@@ -179,11 +209,18 @@ describe('a client that hangs up mid-body', () => {
       const u = new URL(env.sidecar.url);
       const sock = connect(Number(u.port), u.hostname);
       await new Promise((r) => sock.once('connect', r));
-      sock.write(`POST /invoices HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"amount":`);
+      sock.write(
+        `POST /invoices HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"amount":`,
+      );
       await new Promise((r) => setTimeout(r, 50));
       sock.destroy();
       await until(() => entriesOf(collector).some((e) => e.denialReason === 'client_closed_request'));
-      expect(entriesOf(collector).find((e) => e.denialReason === 'client_closed_request')).toMatchObject({ result: 'error', capability: 'createInvoice', agentId: 'agent-billing-bot', status: 499 });
+      expect(entriesOf(collector).find((e) => e.denialReason === 'client_closed_request')).toMatchObject({
+        result: 'error',
+        capability: 'createInvoice',
+        agentId: 'agent-billing-bot',
+        status: 499,
+      });
       expect(env.app.requests.length).toBe(seen);
     } finally {
       await env.close();

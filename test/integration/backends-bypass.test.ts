@@ -92,7 +92,15 @@ function suite(name: BackendName): void {
   /** Sends the request line and headers exactly as given (plus Host and Connection: close), with an optional body. */
   const sendRaw = (line: string, headers: string[] = [], body?: string | Buffer, to = sidecar.url): Promise<RawResponse> => {
     const bytes = typeof body === 'string' ? Buffer.from(body, 'latin1') : body;
-    const head = [line, 'Host: items.internal', 'Connection: close', ...headers, ...(bytes === undefined ? [] : [`Content-Length: ${bytes.length}`]), '', ''].join('\r\n');
+    const head = [
+      line,
+      'Host: items.internal',
+      'Connection: close',
+      ...headers,
+      ...(bytes === undefined ? [] : [`Content-Length: ${bytes.length}`]),
+      '',
+      '',
+    ].join('\r\n');
     return rawSocketRequest(to, bytes ? Buffer.concat([Buffer.from(head, 'latin1'), bytes]) : head);
   };
   const auth = async (cap: string): Promise<string> => `Authorization: Bearer ${await bot.signer.sign(cap)}`;
@@ -130,7 +138,13 @@ function suite(name: BackendName): void {
     }
     if (name === 'python') {
       // json.loads on bytes skips a BOM and detects UTF-16/32 (json.detect_encoding).
-      for (const body of [Buffer.from(`\ufeff${OVERRIDE}`), Buffer.from(OVERRIDE, 'utf16le'), utf16be(OVERRIDE), utf32le(OVERRIDE), Buffer.from(`\ufeff${OVERRIDE}`, 'utf16le')]) {
+      for (const body of [
+        Buffer.from(`\ufeff${OVERRIDE}`),
+        Buffer.from(OVERRIDE, 'utf16le'),
+        utf16be(OVERRIDE),
+        utf32le(OVERRIDE),
+        Buffer.from(`\ufeff${OVERRIDE}`, 'utf16le'),
+      ]) {
         expect((await direct('POST /notes HTTP/1.1', [JSON_TYPE], body)).method).toBe('DELETE');
       }
     }
@@ -181,7 +195,7 @@ function suite(name: BackendName): void {
     });
   });
 
-  describe('qs\'s and Rack\'s readings', () => {
+  describe("qs's and Rack's readings", () => {
     it('refuses qs\'s "[limit]x" beside "limit" (qs reads both as limit)', async () => {
       await expectRefused(sendRaw('GET /items?[limit]x=500&limit=5 HTTP/1.1', [await auth('listItems')]), 400, 'invalid_query');
     });
@@ -223,7 +237,11 @@ function suite(name: BackendName): void {
     });
 
     it('refuses a UTF-7 charset, which iconv-lite decodes ("+AF8-method" is "_method")', async () => {
-      await expectRefused(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json; charset=utf-7'], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
+      await expectRefused(
+        sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json; charset=utf-7'], '{"+AF8-method":"DELETE"}'),
+        415,
+        'unsupported_media_type',
+      );
     });
   });
 
@@ -234,7 +252,11 @@ function suite(name: BackendName): void {
       ['deflate', deflateRawSync],
       ['br', brotliCompressSync],
     ])('refuses "_method" inside a %s body', async (coding, compress) => {
-      await expectRefused(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, `Content-Encoding: ${coding}`], compress(OVERRIDE)), 400, 'invalid_body');
+      await expectRefused(
+        sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), JSON_TYPE, `Content-Encoding: ${coding}`], compress(OVERRIDE)),
+        400,
+        'invalid_body',
+      );
       await expectRefused(sendRaw('POST /hooks HTTP/1.1', [FORM_TYPE, `Content-Encoding: ${coding}`], compress('url=x&_method=DELETE')), 400, 'invalid_body');
     });
 
@@ -246,18 +268,28 @@ function suite(name: BackendName): void {
 
     it('refuses a coding it cannot read, and a body that does not decode as its coding says (unsupported_media_type)', async () => {
       await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: zstd'], 'xx'), 415, 'unsupported_media_type');
-      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip, gzip'], gzipSync(gzipSync('{}'))), 415, 'unsupported_media_type');
+      await expectRefused(
+        sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip, gzip'], gzipSync(gzipSync('{}'))),
+        415,
+        'unsupported_media_type',
+      );
       await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], OVERRIDE), 415, 'unsupported_media_type');
     });
 
     it('refuses a body that inflates past the body limit (body_too_large)', async () => {
-      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], gzipSync(Buffer.alloc(2 * 1024 * 1024, 0x20))), 413, 'body_too_large');
+      await expectRefused(
+        sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE, 'Content-Encoding: gzip'], gzipSync(Buffer.alloc(2 * 1024 * 1024, 0x20))),
+        413,
+        'body_too_large',
+      );
     });
   });
 
   describe('third round: the second review of body.ts and query.ts', () => {
     it.each([
-      ['NaN', NAN_OVERRIDE], ['Infinity', '{"x":Infinity,"_method":"DELETE"}'], ['-Infinity', '{"x":-Infinity,"_method":"DELETE"}'],
+      ['NaN', NAN_OVERRIDE],
+      ['Infinity', '{"x":Infinity,"_method":"DELETE"}'],
+      ['-Infinity', '{"x":-Infinity,"_method":"DELETE"}'],
       ['a comment and a trailing comma', '{/* x */"_method":"DELETE",}'],
     ])('refuses "_method" beside %s, on a public and a capability route', async (_what, body) => {
       await expectRefused(sendRaw('POST /hooks HTTP/1.1', [JSON_TYPE], body), 400, 'invalid_body');
@@ -269,7 +301,11 @@ function suite(name: BackendName): void {
     });
 
     it.each(['utf--7', 'utf-_7', 'utf-.7', '"utf\\-7"', 'UTF7', 'ibm037'])('refuses charset=%s (unsupported_media_type)', async (charset) => {
-      await expectRefused(sendRaw('POST /hooks HTTP/1.1', [`Content-Type: application/json; charset=${charset}`], '{"+AF8-method":"DELETE"}'), 415, 'unsupported_media_type');
+      await expectRefused(
+        sendRaw('POST /hooks HTTP/1.1', [`Content-Type: application/json; charset=${charset}`], '{"+AF8-method":"DELETE"}'),
+        415,
+        'unsupported_media_type',
+      );
     });
 
     it.each([
@@ -304,16 +340,29 @@ function suite(name: BackendName): void {
     it('answers a form body of 256 KB of "[" at once (the bracket fold was quadratic), and stays responsive', async () => {
       const start = performance.now();
       await forwarded(sendRaw('POST /hooks HTTP/1.1', [FORM_TYPE], `method${'['.repeat(256 * 1024)}=1`));
-      await forwarded(sendRaw('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], multipart(`Content-Disposition: form-data; name=method${'['.repeat(256 * 1024)}`)));
+      await forwarded(
+        sendRaw(
+          'POST /hooks HTTP/1.1',
+          ['Content-Type: multipart/form-data; boundary=b'],
+          multipart(`Content-Disposition: form-data; name=method${'['.repeat(256 * 1024)}`),
+        ),
+      );
       expect(performance.now() - start).toBeLessThan(2000);
     });
   });
 
   it('drops Proxy (httpoxy) and the scheme, script-path and auth-proxy identity headers', async () => {
     const spoofed = [
-      'Proxy: http://10.6.6.6:8080', 'Front-End-Https: on', 'X-Url-Scheme: https', 'X-Scheme: https', 'X-Script-Name: /admin',
-      'X-Amzn-Oidc-Identity: admin', 'X-Goog-Authenticated-User-Email: accounts.google.com:admin@example.com',
-      'X-Ms-Client-Principal-Name: admin', 'X-Webauth-User: admin', 'X-Remote-Group: admins',
+      'Proxy: http://10.6.6.6:8080',
+      'Front-End-Https: on',
+      'X-Url-Scheme: https',
+      'X-Scheme: https',
+      'X-Script-Name: /admin',
+      'X-Amzn-Oidc-Identity: admin',
+      'X-Goog-Authenticated-User-Email: accounts.google.com:admin@example.com',
+      'X-Ms-Client-Principal-Name: admin',
+      'X-Webauth-User: admin',
+      'X-Remote-Group: admins',
     ];
     const seen = await forwarded(sendRaw('GET /health HTTP/1.1', [...spoofed, 'X-Kept: yes']));
     expect(seen.headers['x-kept']).toBe('yes');

@@ -64,7 +64,18 @@ function backendSuite(name: BackendName): void {
 
   /** Sends the request line and headers exactly as given (plus Host and Connection: close), with an optional body. */
   const sendRaw = (line: string, headers: string[] = [], body?: string, to = sidecar.url): Promise<RawResponse> =>
-    rawSocketRequest(to, [line, 'Host: items.internal', 'Connection: close', ...headers, ...(body === undefined ? [] : [`Content-Length: ${Buffer.byteLength(body)}`]), '', body ?? ''].join('\r\n'));
+    rawSocketRequest(
+      to,
+      [
+        line,
+        'Host: items.internal',
+        'Connection: close',
+        ...headers,
+        ...(body === undefined ? [] : [`Content-Length: ${Buffer.byteLength(body)}`]),
+        '',
+        body ?? '',
+      ].join('\r\n'),
+    );
   const auth = async (cap: string): Promise<string> => `Authorization: Bearer ${await bot.signer.sign(cap)}`;
 
   /** The call is refused with `status`/`code` and the app handled nothing. */
@@ -100,7 +111,15 @@ function backendSuite(name: BackendName): void {
       expect((await direct('GET /items?%20limit=500 HTTP/1.1')).query.limit).toBe('500');
       expect((await direct('POST /items?.method=DELETE HTTP/1.1', json, '{"qty":1}')).method).toBe('DELETE');
       expect((await direct('GET /health HTTP/1.1', ['X-Agent.Id: agent-admin'])).headers['x-agent-id']).toBe('agent-admin');
-      expect((await direct('POST /hooks HTTP/1.1', ['Content-Type: multipart/form-data; boundary=b'], '--b\r\nContent-Disposition: form-data; name=".method"\r\n\r\nDELETE\r\n--b--\r\n')).method).toBe('DELETE');
+      expect(
+        (
+          await direct(
+            'POST /hooks HTTP/1.1',
+            ['Content-Type: multipart/form-data; boundary=b'],
+            '--b\r\nContent-Disposition: form-data; name=".method"\r\n\r\nDELETE\r\n--b--\r\n',
+          )
+        ).method,
+      ).toBe('DELETE');
     }
     if (name === 'go') expect((await direct('POST /items HTTP/1.1', json, '{"qty":1,"_METHOD":"DELETE"}')).method).toBe('DELETE');
     if (name === 'node') {
@@ -128,7 +147,7 @@ function backendSuite(name: BackendName): void {
       ['a leading space', 'per_page=10&%20per_page=500'],
       ['a NUL and what follows', 'limit=10&limit%00x=500'],
       ['a NUL alone', 'limit%00=500'],
-      ['qs\'s [limit]', 'limit=10&[limit]=500'],
+      ["qs's [limit]", 'limit=10&[limit]=500'],
     ])('refuses a second spelling of a constrained name (%s)', async (_what, query) => {
       await expectRefused(sendRaw(`GET /items?${query} HTTP/1.1`, [await auth('listItems')]), 400, 'invalid_query');
     });
@@ -139,23 +158,46 @@ function backendSuite(name: BackendName): void {
     });
 
     it('refuses a query copy of a constrained body field under a PHP spelling', async () => {
-      await expectRefused(sendRaw('POST /items?qty%00=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
-      await expectRefused(sendRaw('POST /items?%20qty=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
+      await expectRefused(
+        sendRaw('POST /items?qty%00=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'),
+        400,
+        'invalid_query',
+      );
+      await expectRefused(
+        sendRaw('POST /items?%20qty=500 HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'),
+        400,
+        'invalid_query',
+      );
     });
 
     it('refuses ".method", PHP\'s "_method", in the query', async () => {
-      await expectRefused(sendRaw('POST /items?.method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
-      await expectRefused(sendRaw('POST /items?%20_method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'), 400, 'invalid_query');
+      await expectRefused(
+        sendRaw('POST /items?.method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'),
+        400,
+        'invalid_query',
+      );
+      await expectRefused(
+        sendRaw('POST /items?%20_method=DELETE HTTP/1.1', [await auth('createItem'), 'Content-Type: application/json'], '{"qty":1}'),
+        400,
+        'invalid_query',
+      );
     });
 
     it.each([
       ['a capability route', 'GET /items?limit=5&per_page=5 HTTP/1.1', 'listItems'],
       ['a public route', 'GET /health HTTP/1.1', undefined],
     ])('drops header names outside [A-Za-z0-9-] on %s', async (_what, line, cap) => {
-      const seen = await forwarded(sendRaw(line, [
-        ...(cap ? [await auth(cap)] : []),
-        'X-Agent.Id: agent-admin', 'X-Agent~Name: admin', 'X-HTTP.Method-Override: DELETE', 'X-Forwarded.For: 10.6.6.6', 'X_Agent_Capability: everything', 'X-Kept: yes',
-      ]));
+      const seen = await forwarded(
+        sendRaw(line, [
+          ...(cap ? [await auth(cap)] : []),
+          'X-Agent.Id: agent-admin',
+          'X-Agent~Name: admin',
+          'X-HTTP.Method-Override: DELETE',
+          'X-Forwarded.For: 10.6.6.6',
+          'X_Agent_Capability: everything',
+          'X-Kept: yes',
+        ]),
+      );
       expect(seen.headers['x-kept']).toBe('yes');
       expect(seen.headers['x-http-method-override']).toBeUndefined();
       expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
@@ -192,7 +234,9 @@ function backendSuite(name: BackendName): void {
     });
 
     it('forwards a body whose nested "_method" no framework reads, as a POST', async () => {
-      const seen = await forwarded(sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json'], '{"text":"say _method","meta":{"_method":"x"}}'));
+      const seen = await forwarded(
+        sendRaw('POST /notes HTTP/1.1', [await auth('addNote'), 'Content-Type: application/json'], '{"text":"say _method","meta":{"_method":"x"}}'),
+      );
       expect(seen.method).toBe('POST');
     });
   });
@@ -240,12 +284,29 @@ function backendSuite(name: BackendName): void {
 
   describe('item 9: client-address and re-routing headers', () => {
     const spoofed = [
-      'X-Original-URL: /admin', 'X-Rewrite-URL: /admin', 'X-Original-Host: admin.internal', 'X-Host: admin.internal',
-      'X-HTTP-Destinationurl: http://admin.internal/', 'X-Real-IP: 10.6.6.6', 'True-Client-IP: 10.6.6.6', 'X-Client-IP: 10.6.6.6',
-      'CF-Connecting-IP: 10.6.6.6', 'Fastly-Client-IP: 10.6.6.6', 'X-Cluster-Client-IP: 10.6.6.6', 'X-ProxyUser-Ip: 10.6.6.6',
-      'Client-IP: 10.6.6.6', 'X-Originating-IP: 10.6.6.6', 'X-Remote-Addr: 10.6.6.6', 'X-Forwarded-For: 10.6.6.6',
-      'X-Forwarded-Host: admin.internal', 'X-Forwarded-Proto: https', 'X-Forwarded-Port: 443', 'X-Forwarded-Prefix: /admin',
-      'Forwarded: for=10.6.6.6', 'X-Envoy-Original-Path: /admin', 'Remote-User: admin',
+      'X-Original-URL: /admin',
+      'X-Rewrite-URL: /admin',
+      'X-Original-Host: admin.internal',
+      'X-Host: admin.internal',
+      'X-HTTP-Destinationurl: http://admin.internal/',
+      'X-Real-IP: 10.6.6.6',
+      'True-Client-IP: 10.6.6.6',
+      'X-Client-IP: 10.6.6.6',
+      'CF-Connecting-IP: 10.6.6.6',
+      'Fastly-Client-IP: 10.6.6.6',
+      'X-Cluster-Client-IP: 10.6.6.6',
+      'X-ProxyUser-Ip: 10.6.6.6',
+      'Client-IP: 10.6.6.6',
+      'X-Originating-IP: 10.6.6.6',
+      'X-Remote-Addr: 10.6.6.6',
+      'X-Forwarded-For: 10.6.6.6',
+      'X-Forwarded-Host: admin.internal',
+      'X-Forwarded-Proto: https',
+      'X-Forwarded-Port: 443',
+      'X-Forwarded-Prefix: /admin',
+      'Forwarded: for=10.6.6.6',
+      'X-Envoy-Original-Path: /admin',
+      'Remote-User: admin',
     ];
     const droppedNames = spoofed.map((h) => h.slice(0, h.indexOf(':')).toLowerCase()).filter((n) => n !== 'x-forwarded-for');
 
@@ -268,7 +329,11 @@ describe('egress: no client address to the provider (node:http as the provider)'
   beforeAll(async () => {
     const agent = await testAgent('summarizer');
     provider = await startBackend('node');
-    ({ sidecar } = await startTestSidecar({ app: provider, logLevel: 'error', policyName: 'egress.yaml', policy: `
+    ({ sidecar } = await startTestSidecar({
+      app: provider,
+      logLevel: 'error',
+      policyName: 'egress.yaml',
+      policy: `
 version: 1
 mode: egress
 preset: openai
@@ -286,14 +351,28 @@ grants:
     await provider?.close();
   });
 
-  it('forwards a checked call without X-Forwarded-For, identity or the caller\'s client-address headers', async () => {
+  it("forwards a checked call without X-Forwarded-For, identity or the caller's client-address headers", async () => {
     const body = '{"model":"text-embedding-3-small","input":"hi"}';
-    const r = await rawSocketRequest(sidecar.url, ['POST /v1/embeddings HTTP/1.1', 'Host: api.openai.com', 'Connection: close', 'Content-Type: application/json',
-      'X-Real-IP: 10.6.6.6', 'X-Forwarded-For: 10.6.6.6', 'X-Original-URL: /v1/files', `Content-Length: ${body.length}`, '', body].join('\r\n'));
+    const r = await rawSocketRequest(
+      sidecar.url,
+      [
+        'POST /v1/embeddings HTTP/1.1',
+        'Host: api.openai.com',
+        'Connection: close',
+        'Content-Type: application/json',
+        'X-Real-IP: 10.6.6.6',
+        'X-Forwarded-For: 10.6.6.6',
+        'X-Original-URL: /v1/files',
+        `Content-Length: ${body.length}`,
+        '',
+        body,
+      ].join('\r\n'),
+    );
     expect(r.status, r.body).toBe(200);
     const seen = provider.seen().at(-1)!;
     expect(seen.path).toBe('/v1/embeddings');
     expect(seen.headers.authorization).toBe('Bearer sk-provider');
-    for (const n of ['x-forwarded-for', 'x-real-ip', 'x-original-url', 'x-agent-id', 'x-agent-name', 'x-agent-capability']) expect(seen.headers[n], n).toBeUndefined();
+    for (const n of ['x-forwarded-for', 'x-real-ip', 'x-original-url', 'x-agent-id', 'x-agent-name', 'x-agent-capability'])
+      expect(seen.headers[n], n).toBeUndefined();
   });
 });

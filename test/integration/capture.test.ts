@@ -53,7 +53,8 @@ if (problem && process.env.AGENTS_CHAIN_REQUIRE_NETNS === '1') throw new Error(`
 if (problem) process.stderr.write(`capture test skipped: ${problem} (set AGENTS_CHAIN_REQUIRE_NETNS=1 to make this a failure)\n`);
 
 const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-const inNs = (ns: string, cmd: string, ...args: string[]): string => execFileSync('ip', ['netns', 'exec', ns, cmd, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+const inNs = (ns: string, cmd: string, ...args: string[]): string =>
+  execFileSync('ip', ['netns', 'exec', ns, cmd, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
 /**
  * The app: records every request (which server, path, the peer it saw, the probe header) and
@@ -93,7 +94,11 @@ req.on('error', (err) => console.log(JSON.stringify({ error: err.code ?? err.mes
 req.end();
 `;
 
-interface Answer { status?: number; body?: string; error?: string }
+interface Answer {
+  status?: number;
+  body?: string;
+  error?: string;
+}
 
 describe.skipIf(problem !== undefined)('iptables capture in a real network namespace', () => {
   let dir: string;
@@ -113,7 +118,10 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     const out = inNs(POD, process.execPath, join(dir, 'client.mjs'), JSON.stringify({ host: '127.0.0.1', port: EXCLUDED_PORT, path: '/seen', headers: {} }));
     return (JSON.parse((JSON.parse(out.trim()) as Answer).body!) as Record<string, unknown>[]).filter((l) => l.url === url);
   };
-  const natSave = (ns: string, tool = 'iptables-save') => inNs(ns, tool, '-t', 'nat').split('\n').filter((l) => l.startsWith('-') || l.startsWith(':AGENTS'));
+  const natSave = (ns: string, tool = 'iptables-save') =>
+    inNs(ns, tool, '-t', 'nat')
+      .split('\n')
+      .filter((l) => l.startsWith('-') || l.startsWith(':AGENTS'));
 
   function startInPod(args: string[], ready: RegExp, env: NodeJS.ProcessEnv, onLine: (line: string) => void): Promise<ChildProcess> {
     return new Promise((resolve, reject) => {
@@ -129,11 +137,17 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
         buffered = lines.pop()!;
         for (const l of lines) {
           onLine(l);
-          if (ready.test(l)) { clearTimeout(timer); resolve(child); }
+          if (ready.test(l)) {
+            clearTimeout(timer);
+            resolve(child);
+          }
         }
       });
       child.stderr!.on('data', (d) => (out += d));
-      child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${args.join(' ')} exited (${code}) before ready:\n${out}`)); });
+      child.on('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`${args.join(' ')} exited (${code}) before ready:\n${out}`));
+      });
     });
   }
 
@@ -145,22 +159,28 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     writeFileSync(join(dir, 'client.mjs'), CLIENT_SCRIPT);
     const keys = await generateAgentKeyPair();
     signer = await createAgentSigner(keys.privateJwk, 'agent-bot');
-    writeFileSync(join(dir, 'policy.yaml'), [
-      'version: 1',
-      'provider: { name: capture-test, issuer: https://capture.example.com }',
-      'capabilities:',
-      '  - { name: getInvoice, method: GET, path: "/invoices/{id}" }',
-      'agents:',
-      `  - { id: agent-bot, name: bot, publicKey: { kty: OKP, crv: Ed25519, x: "${keys.publicJwk.x}" } }`,
-      'grants:',
-      '  - { agent: agent-bot, capability: getInvoice, status: active }',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      join(dir, 'policy.yaml'),
+      [
+        'version: 1',
+        'provider: { name: capture-test, issuer: https://capture.example.com }',
+        'capabilities:',
+        '  - { name: getInvoice, method: GET, path: "/invoices/{id}" }',
+        'agents:',
+        `  - { id: agent-bot, name: bot, publicKey: { kty: OKP, crv: Ed25519, x: "${keys.publicJwk.x}" } }`,
+        'grants:',
+        '  - { agent: agent-bot, capability: getInvoice, status: active }',
+        '',
+      ].join('\n'),
+    );
 
     ip('netns', 'add', POD);
     ip('netns', 'add', CLIENT);
     ip('link', 'add', VETH_POD, 'netns', POD, 'type', 'veth', 'peer', 'name', VETH_CLIENT, 'netns', CLIENT);
-    for (const [ns, dev, v4, v6] of [[POD, VETH_POD, POD_IP, POD_IP6], [CLIENT, VETH_CLIENT, CLIENT_IP, CLIENT_IP6]] as const) {
+    for (const [ns, dev, v4, v6] of [
+      [POD, VETH_POD, POD_IP, POD_IP6],
+      [CLIENT, VETH_CLIENT, CLIENT_IP, CLIENT_IP6],
+    ] as const) {
       ip('-n', ns, 'link', 'set', 'lo', 'up');
       ip('-n', ns, 'addr', 'add', `${v4}/24`, 'dev', dev);
       ip('-n', ns, 'addr', 'add', `${v6}/64`, 'dev', dev, 'nodad');
@@ -175,8 +195,14 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     for (const ns of [POD, CLIENT]) {
       try {
         for (const pid of ip('netns', 'pids', ns).split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
-      } catch { /* namespace never made or already empty */ }
-      try { ip('netns', 'del', ns); } catch { /* never made */ }
+      } catch {
+        /* namespace never made or already empty */
+      }
+      try {
+        ip('netns', 'del', ns);
+      } catch {
+        /* never made */
+      }
     }
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
@@ -191,7 +217,10 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
   it('capture fails, naming the reason, without NET_ADMIN, and when the namespace has IPv6 addresses that cannot be captured', () => {
     // In the client namespace, which also has IPv4 and IPv6 addresses; nothing of it may be left behind.
     const capture = (prefix: string[], env: NodeJS.ProcessEnv = {}) => {
-      const r = spawnSync('ip', ['netns', 'exec', CLIENT, ...prefix, process.execPath, CLI, ...CAPTURE_ARGS], { encoding: 'utf8', env: { ...process.env, ...env } });
+      const r = spawnSync('ip', ['netns', 'exec', CLIENT, ...prefix, process.execPath, CLI, ...CAPTURE_ARGS], {
+        encoding: 'utf8',
+        env: { ...process.env, ...env },
+      });
       return { code: r.status, stdout: r.stdout, stderr: r.stderr };
     };
     const ours = () => natSave(CLIENT).filter((l) => l.includes('AGENTS_CHAIN_INBOUND'));
@@ -215,14 +244,18 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     expect(save6.code).toBe(1);
     // Its addresses are named (with the link-local one once the kernel has added it).
     expect(save6.stderr).toMatch(new RegExp(`the namespace has IPv6 addresses \\(([^)]*, )?${CLIENT_IP6} on ${VETH_CLIENT}(, [^)]*)?\\)`));
-    expect(save6.stderr).toContain("but ip6tables does not work, so IPv6 traffic would bypass the sidecar: IPv6: ip6tables-save -t nat failed (exit 3): ip6tables-save v1.8.9 (nf_tables): table 'nat' does not exist");
+    expect(save6.stderr).toContain(
+      "but ip6tables does not work, so IPv6 traffic would bypass the sidecar: IPv6: ip6tables-save -t nat failed (exit 3): ip6tables-save v1.8.9 (nf_tables): table 'nat' does not exist",
+    );
     expect(ours()).toEqual([]); // judged before the IPv4 rules were touched
 
     rmSync(join(shims, 'ip6tables-save'));
     fail('ip6tables-restore', 'ip6tables-restore v1.8.9 (nf_tables): RULE_INSERT failed (No such file or directory): rule in chain PREROUTING');
     const restore6 = capture([], { PATH: `${shims}:${process.env.PATH}` });
     expect(restore6.code).toBe(1);
-    expect(restore6.stderr).toContain('but the IPv6 rules could not be installed, so IPv6 traffic would bypass the sidecar: IPv6: ip6tables-restore --noflush failed (exit 3): ip6tables-restore v1.8.9 (nf_tables): RULE_INSERT failed');
+    expect(restore6.stderr).toContain(
+      'but the IPv6 rules could not be installed, so IPv6 traffic would bypass the sidecar: IPv6: ip6tables-restore --noflush failed (exit 3): ip6tables-restore v1.8.9 (nf_tables): RULE_INSERT failed',
+    );
     // The IPv4 rules went in first; the pod does not start anyway. Remove them: the client is no pod.
     inNs(CLIENT, 'iptables', '-t', 'nat', '-D', 'PREROUTING', '-p', 'tcp', '-j', 'AGENTS_CHAIN_INBOUND');
     inNs(CLIENT, 'iptables', '-t', 'nat', '-F', 'AGENTS_CHAIN_INBOUND');
@@ -232,10 +265,17 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
 
   it('installs the rules in the pod namespace with only NET_ADMIN and NET_RAW; run again, it leaves one set', async () => {
     // As the init container runs: uid 0, every capability dropped but NET_ADMIN and NET_RAW, no privilege escalation.
-    const asInitContainer = () => inNs(POD, 'setpriv', '--bounding-set=-all,+net_admin,+net_raw', '--inh-caps=-all', '--no-new-privs', process.execPath, CLI, ...CAPTURE_ARGS);
+    const asInitContainer = () =>
+      inNs(POD, 'setpriv', '--bounding-set=-all,+net_admin,+net_raw', '--inh-caps=-all', '--no-new-privs', process.execPath, CLI, ...CAPTURE_ARGS);
     const first = asInitContainer();
     const log = JSON.parse(first.trim()) as Record<string, any>;
-    expect(log).toMatchObject({ level: 'info', msg: 'inbound capture installed', chain: 'AGENTS_CHAIN_INBOUND', redirectTo: SIDECAR_PORT, excludePorts: [EXCLUDED_PORT, SIDECAR_PORT, ADMIN_PORT] });
+    expect(log).toMatchObject({
+      level: 'info',
+      msg: 'inbound capture installed',
+      chain: 'AGENTS_CHAIN_INBOUND',
+      redirectTo: SIDECAR_PORT,
+      excludePorts: [EXCLUDED_PORT, SIDECAR_PORT, ADMIN_PORT],
+    });
     expect(log.ipv4).toMatchObject({ installed: true, action: 'installed' });
     // The pod has an IPv6 address, so IPv6 is captured too.
     expect(log.ipv6).toMatchObject({ installed: true, action: 'installed' });
@@ -260,16 +300,35 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     expect(natSave(POD).some((l) => l.includes('OUTPUT'))).toBe(false);
   }, 30_000);
 
-  it('starts the real sidecar in the pod, with the app\'s probes', async () => {
-    sidecar = await startInPod([CLI, 'serve', '--policy', join(dir, 'policy.yaml'), '--upstream', `http://127.0.0.1:${APP_PORT}`,
-      // As injected: [::] takes IPv4 and IPv6 (it falls back to 0.0.0.0 where the kernel has no IPv6).
-      '--listen', `[::]:${SIDECAR_PORT}`, '--admin', `[::]:${ADMIN_PORT}`, '--no-watch'], /sidecar listening/, {
-      AGENTS_CHAIN_DRAIN_DELAY_MS: '0',
-      AGENTS_CHAIN_APP_PROBES: JSON.stringify({
-        'app/readyz': { httpGet: { path: '/ready', port: APP_PORT, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 1 },
-        'app/livez': { tcpSocket: { port: APP_PORT } },
-      }),
-    }, (l) => (sidecarOut += `${l}\n`));
+  it("starts the real sidecar in the pod, with the app's probes", async () => {
+    sidecar = await startInPod(
+      [
+        CLI,
+        'serve',
+        '--policy',
+        join(dir, 'policy.yaml'),
+        '--upstream',
+        `http://127.0.0.1:${APP_PORT}`,
+        // As injected: [::] takes IPv4 and IPv6 (it falls back to 0.0.0.0 where the kernel has no IPv6).
+        '--listen',
+        `[::]:${SIDECAR_PORT}`,
+        '--admin',
+        `[::]:${ADMIN_PORT}`,
+        '--no-watch',
+      ],
+      /sidecar listening/,
+      {
+        AGENTS_CHAIN_DRAIN_DELAY_MS: '0',
+        AGENTS_CHAIN_APP_PROBES: JSON.stringify({
+          'app/readyz': {
+            httpGet: { path: '/ready', port: APP_PORT, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] },
+            timeoutSeconds: 1,
+          },
+          'app/livez': { tcpSocket: { port: APP_PORT } },
+        }),
+      },
+      (l) => (sidecarOut += `${l}\n`),
+    );
     expect(sidecar.pid).toBeGreaterThan(0);
   }, 30_000);
 
@@ -280,14 +339,14 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     expect(seen('/invoices/inv-1')).toEqual([]);
   });
 
-  it('a call with a valid token is forwarded; the app sees it from 127.0.0.1 (the sidecar\'s upstream connection is not looped back)', async () => {
+  it("a call with a valid token is forwarded; the app sees it from 127.0.0.1 (the sidecar's upstream connection is not looped back)", async () => {
     const r = call(POD_IP, APP_PORT, '/invoices/inv-2', await withToken());
     expect(r.status, `sidecar output:\n${sidecarOut}`).toBe(200);
     expect(JSON.parse(r.body!)).toEqual({ from: 'app', url: '/invoices/inv-2' });
     expect(seen('/invoices/inv-2')).toEqual([expect.objectContaining({ server: 'app', remote: '127.0.0.1' })]);
   });
 
-  it('a direct connection to the sidecar\'s port works', async () => {
+  it("a direct connection to the sidecar's port works", async () => {
     const r = call(POD_IP, SIDECAR_PORT, '/invoices/inv-3', await withToken());
     expect(r.status).toBe(200);
     expect(seen('/invoices/inv-3')).toEqual([expect.objectContaining({ remote: '127.0.0.1' })]);
@@ -312,7 +371,7 @@ describe.skipIf(problem !== undefined)('iptables capture in a real network names
     expect(seen('/invoices/inv-6')).toEqual([expect.objectContaining({ remote: '127.0.0.1' })]);
   });
 
-  it('the app-health probe on the admin port reports the app\'s own probe, as the kubelet would call it', async () => {
+  it("the app-health probe on the admin port reports the app's own probe, as the kubelet would call it", async () => {
     const ok = call(POD_IP, ADMIN_PORT, '/app-health/app/readyz');
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.body!)).toEqual({ probe: 'app/readyz', status: 'ok', appStatus: 200 });
@@ -378,7 +437,9 @@ describe.skipIf(problem !== undefined)('agents-chain capture beside legacy iptab
     const run = () => spawnSync('ip', ['netns', 'exec', NS, process.execPath, CLI, ...CAPTURE_ARGS], { encoding: 'utf8' });
     const refused = run();
     expect(refused.status).toBe(1);
-    expect(refused.stderr).toContain('IPv4: legacy iptables nat rules in PREROUTING (-A PREROUTING -p tcp -m tcp --dport 8080 -j RETURN) run beside the capture rules');
+    expect(refused.stderr).toContain(
+      'IPv4: legacy iptables nat rules in PREROUTING (-A PREROUTING -p tcp -m tcp --dport 8080 -j RETURN) run beside the capture rules',
+    );
     inNs(NS, 'iptables-legacy', '-t', 'nat', '-F', 'PREROUTING');
     const ok = run();
     expect(ok.status, ok.stderr).toBe(0);

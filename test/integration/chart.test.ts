@@ -52,7 +52,12 @@ function render(values: Record<string, unknown> = {}, args: string[] = []): { co
   const file = join(work, `values-${n++}.yaml`);
   writeFileSync(file, stringify(values));
   const r = runHelm(['template', 'ac', CHART, '--namespace', 'agents-chain', '-f', file, ...args]);
-  const objects = r.code === 0 ? parseAllDocuments(r.stdout).map((d) => d.toJSON() as K8sObject).filter(Boolean) : [];
+  const objects =
+    r.code === 0
+      ? parseAllDocuments(r.stdout)
+          .map((d) => d.toJSON() as K8sObject)
+          .filter(Boolean)
+      : [];
   return { code: r.code, stderr: r.stderr, objects };
 }
 
@@ -99,7 +104,9 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
         }
       };
       walk(parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>, []);
-      expect(toggles).toEqual(expect.arrayContaining(['webhook.enabled', 'webhook.tls.certManager.enabled', 'networkPolicy.enabled', 'injection.nativeSidecar']));
+      expect(toggles).toEqual(
+        expect.arrayContaining(['webhook.enabled', 'webhook.tls.certManager.enabled', 'networkPolicy.enabled', 'injection.nativeSidecar']),
+      );
       for (const t of toggles) for (const v of [true, false]) expect(r.stdout).toMatch(new RegExp(`^ok {3}toggle ${t.replace(/\./g, '\\.')}=${v}:`, 'm'));
       expect(r.stdout).toMatch(/^ok {3}field check: \d+ distinct objects/m);
     }, 120_000);
@@ -119,9 +126,15 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
       writeFileSync(join(copy, 'templates/widget.yaml'), 'apiVersion: example.com/v1\nkind: Widget\nmetadata: { name: gadget }\n');
       const r = lint(copy);
       expect(r.status).toBe(1);
-      expect(r.stderr).toMatch(/\[default values\] Widget\/gadget \(agents-chain-sidecar\/templates\/widget\.yaml\): no schema known for apiVersion example\.com\/v1 kind Widget/);
-      expect(r.stderr).toMatch(/\[default values\] MutatingWebhookConfiguration\/lint-agents-chain-sidecar-webhook .*webhooks\/0\/timeoutSeconds must be integer/);
-      expect(r.stderr).toMatch(/Deployment\/lint-agents-chain-sidecar-webhook .*field check at spec\.template\.spec\.containers\[0\]\.livenesProbe: .*does not exist in type 'IContainer'/);
+      expect(r.stderr).toMatch(
+        /\[default values\] Widget\/gadget \(agents-chain-sidecar\/templates\/widget\.yaml\): no schema known for apiVersion example\.com\/v1 kind Widget/,
+      );
+      expect(r.stderr).toMatch(
+        /\[default values\] MutatingWebhookConfiguration\/lint-agents-chain-sidecar-webhook .*webhooks\/0\/timeoutSeconds must be integer/,
+      );
+      expect(r.stderr).toMatch(
+        /Deployment\/lint-agents-chain-sidecar-webhook .*field check at spec\.template\.spec\.containers\[0\]\.livenesProbe: .*does not exist in type 'IContainer'/,
+      );
     }, 120_000);
   });
 
@@ -130,7 +143,9 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
       const { code, objects } = render();
       expect(code).toBe(0);
       expect(find(objects, 'Certificate')).toHaveLength(1);
-      expect(find(objects, 'MutatingWebhookConfiguration')[0]!.metadata.annotations).toEqual({ 'cert-manager.io/inject-ca-from': 'agents-chain/ac-agents-chain-sidecar-webhook' });
+      expect(find(objects, 'MutatingWebhookConfiguration')[0]!.metadata.annotations).toEqual({
+        'cert-manager.io/inject-ca-from': 'agents-chain/ac-agents-chain-sidecar-webhook',
+      });
     });
 
     it('render fails with a clear message when there is none or half of it', () => {
@@ -144,7 +159,9 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
       expect(r.code).not.toBe(0);
       expect(r.stderr).toContain('webhook.tls: existingSecret "my-tls" is set but caBundle is empty');
 
-      r = render({ webhook: { tls: { certManager: { enabled: false }, existingSecret: 'my-tls', caBundle: Buffer.from('not a certificate').toString('base64') } } });
+      r = render({
+        webhook: { tls: { certManager: { enabled: false }, existingSecret: 'my-tls', caBundle: Buffer.from('not a certificate').toString('base64') } },
+      });
       expect(r.code).not.toBe(0);
       expect(r.stderr).toContain('caBundle must be the base64 of a PEM certificate');
 
@@ -235,7 +252,10 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
     });
 
     it('no PodDisruptionBudget with failurePolicy Ignore, or with one replica (it would block every node drain)', () => {
-      for (const webhook of [{ failurePolicy: 'Ignore', replicas: 2 }, { failurePolicy: 'Fail', replicas: 1 }]) {
+      for (const webhook of [
+        { failurePolicy: 'Ignore', replicas: 2 },
+        { failurePolicy: 'Fail', replicas: 1 },
+      ]) {
         const { code, objects } = render({ webhook });
         expect(code).toBe(0);
         expect(find(objects, 'PodDisruptionBudget'), JSON.stringify(webhook)).toHaveLength(0);
@@ -272,7 +292,15 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
     it('the default values give the shared defaults (ports 17480/17490, iptables)', () => {
       const { objects } = render();
       const d = parseInjectDefaults(find(objects, 'ConfigMap', 'ac-agents-chain-sidecar-injection')[0]!.data!['defaults.yaml']!, 'defaults.yaml');
-      expect(d).toMatchObject({ image: 'ghcr.io/agents-chain/sidecar:0.1.0', captureMode: 'iptables', nativeSidecar: false, port: 17480, adminPort: 17490, logLevel: 'info', drainDelaySeconds: 5 });
+      expect(d).toMatchObject({
+        image: 'ghcr.io/agents-chain/sidecar:0.1.0',
+        captureMode: 'iptables',
+        nativeSidecar: false,
+        port: 17480,
+        adminPort: 17490,
+        logLevel: 'info',
+        drainDelaySeconds: 5,
+      });
     });
 
     it('the webhook mounts it and reads it with --defaults; a change of the defaults rolls the webhook', () => {
@@ -301,7 +329,10 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
     function embed(params: string): { code: number; stderr: string; container?: any; volumes?: any } {
       const parent = join(work, `embed-${n++}`);
       cpSync(CHART, join(parent, 'charts/agents-chain-sidecar'), { recursive: true });
-      writeFileSync(join(parent, 'Chart.yaml'), 'apiVersion: v2\nname: billing\nversion: 1.0.0\ndependencies:\n  - { name: agents-chain-sidecar, version: 0.1.0 }\n');
+      writeFileSync(
+        join(parent, 'Chart.yaml'),
+        'apiVersion: v2\nname: billing\nversion: 1.0.0\ndependencies:\n  - { name: agents-chain-sidecar, version: 0.1.0 }\n',
+      );
       writeFileSync(join(parent, 'values.yaml'), 'agents-chain-sidecar:\n  webhook: { enabled: false }\n');
       mkdirSync(join(parent, 'templates'));
       writeFileSync(
@@ -332,7 +363,17 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
     it('listens on 17480/17490 by default and forwards to the app on 127.0.0.1:<upstreamPort>', () => {
       const r = embed('"image" "ghcr.io/agents-chain/sidecar:0.1.0" "upstreamPort" 3000 "logLevel" "debug"');
       expect(r.stderr).toBe('');
-      expect(r.container.args).toEqual(['serve', '--policy', '/etc/agents-chain/policy.yaml', '--upstream', 'http://127.0.0.1:3000', '--listen', '[::]:17480', '--admin', '[::]:17490']);
+      expect(r.container.args).toEqual([
+        'serve',
+        '--policy',
+        '/etc/agents-chain/policy.yaml',
+        '--upstream',
+        'http://127.0.0.1:3000',
+        '--listen',
+        '[::]:17480',
+        '--admin',
+        '[::]:17490',
+      ]);
       expect(r.container.ports).toEqual([
         { name: 'agents-chain', containerPort: 17480, protocol: 'TCP' },
         { name: 'ac-admin', containerPort: 17490, protocol: 'TCP' },

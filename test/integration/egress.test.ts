@@ -57,9 +57,14 @@ const ADMIN = 'egress-admin-token-0123456789';
 
 async function egressSidecar(policyText: string, agentId: string, agent: AgentKeyPair, provider: FakeProvider, logs: string[] = []): Promise<Sidecar> {
   const env = await startTestSidecar({
-    policy: policyText, policyName: 'egress.yaml', app: provider, logs,
-    metrics: { processMetrics: false }, egress: { agentId, agentKey: agent.privateJwk, providerKey: PROVIDER_KEY },
-    adminToken: ADMIN, audit: { keyring: AUDIT_KEY, exporters: [], flushIntervalMs: 10 },
+    policy: policyText,
+    policyName: 'egress.yaml',
+    app: provider,
+    logs,
+    metrics: { processMetrics: false },
+    egress: { agentId, agentKey: agent.privateJwk, providerKey: PROVIDER_KEY },
+    adminToken: ADMIN,
+    audit: { keyring: AUDIT_KEY, exporters: [], flushIntervalMs: 10 },
   });
   return env.sidecar;
 }
@@ -80,10 +85,17 @@ describe('egress: the official OpenAI SDK through the sidecar', () => {
     sidecar = await egressSidecar(openaiPolicy(agent), 'summarizer', agent, provider, logs);
     client = new OpenAI({ apiKey: AGENT_SDK_KEY, baseURL: `${sidecar.url}/v1`, maxRetries: 0 });
   });
-  afterAll(async () => { await sidecar.close(); await provider.close(); });
+  afterAll(async () => {
+    await sidecar.close();
+    await provider.close();
+  });
 
-  it('chat completions, embeddings and responses reach the provider with the sidecar\'s key, never the agent\'s', async () => {
-    const chat = await client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 100, messages: [{ role: 'user', content: 'Summarize the water cycle.' }] });
+  it("chat completions, embeddings and responses reach the provider with the sidecar's key, never the agent's", async () => {
+    const chat = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'Summarize the water cycle.' }],
+    });
     expect(chat.choices[0]!.message.content).toBe('The water cycle, briefly.');
     const emb = await client.embeddings.create({ model: 'text-embedding-3-small', input: 'hi' });
     expect(emb.data[0]!.embedding).toEqual([0.5, 0.25, -1]);
@@ -111,13 +123,19 @@ describe('egress: the official OpenAI SDK through the sidecar', () => {
     // The whole envelope is what went over the wire.
     const raw = await call(sidecar, { method: 'POST', path: '/v1/chat/completions', body: { model: 'gpt-4o', messages: [] } });
     expect(raw.status).toBe(403);
-    expect(raw.json).toMatchObject({ success: false, permission: 'constraint_violated', capability: 'chat.completion', error: 'constraint_violated', violations: expect.arrayContaining([expect.objectContaining({ field: 'model' })]) });
+    expect(raw.json).toMatchObject({
+      success: false,
+      permission: 'constraint_violated',
+      capability: 'chat.completion',
+      error: 'constraint_violated',
+      violations: expect.arrayContaining([expect.objectContaining({ field: 'model' })]),
+    });
     expect(provider.requests.length).toBe(seen);
     expect(JSON.stringify(api.error)).not.toContain(PROVIDER_KEY);
   });
 
   it('a capability without a grant is refused; an unmapped path passes through as sent, without the provider key', async () => {
-    const err = await client.moderations.create({ input: 'x' }).catch((e: unknown) => e) as InstanceType<typeof OpenAI.APIError>;
+    const err = (await client.moderations.create({ input: 'x' }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
     expect(err.status).toBe(403);
     expect(JSON.stringify(err.error)).toContain('capability_denied');
     const models = await client.models.list();
@@ -143,7 +161,7 @@ describe('egress: the official OpenAI SDK through the sidecar', () => {
     const denying = await egressSidecar(openaiPolicy(agent, 'deny'), 'summarizer', agent, provider);
     try {
       const c = new OpenAI({ apiKey: AGENT_SDK_KEY, baseURL: `${denying.url}/v1`, maxRetries: 0 });
-      const err = await c.models.list().catch((e: unknown) => e) as InstanceType<typeof OpenAI.APIError>;
+      const err = (await c.models.list().catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
       expect(err.status).toBe(404);
       expect(JSON.stringify(err.error)).toContain('unknown_route');
     } finally {
@@ -162,9 +180,12 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
     sidecar = await egressSidecar(anthropicPolicy(agent), 'classifier', agent, provider);
     client = new Anthropic({ apiKey: AGENT_SDK_KEY, baseURL: sidecar.url, maxRetries: 0 });
   });
-  afterAll(async () => { await sidecar.close(); await provider.close(); });
+  afterAll(async () => {
+    await sidecar.close();
+    await provider.close();
+  });
 
-  it('messages and count_tokens go through with the sidecar\'s x-api-key', async () => {
+  it("messages and count_tokens go through with the sidecar's x-api-key", async () => {
     const msg = await client.messages.create({ model: 'claude-haiku-4-5', max_tokens: 256, messages: [{ role: 'user', content: 'Classify: "I love it!"' }] });
     expect(msg.content[0]).toMatchObject({ type: 'text', text: 'positive' });
     const count = await client.messages.countTokens({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'hi' }] });
@@ -189,32 +210,55 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
   });
 
   it('reads beta messages (the anthropic-beta header) as message.beta, which needs its own grant', async () => {
-    const err = await client.beta.messages.create({ model: 'claude-haiku-4-5', max_tokens: 64, betas: ['token-efficient-tools-2025-02-19'], messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    const err = await client.beta.messages
+      .create({ model: 'claude-haiku-4-5', max_tokens: 64, betas: ['token-efficient-tools-2025-02-19'], messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e);
     expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(403);
     expect(JSON.stringify((err as InstanceType<typeof Anthropic.APIError>).error)).toContain('capability_denied');
   });
 
-  it('a call that is two capabilities is held to both grants\' constraints (a streamed beta message)', async () => {
+  it("a call that is two capabilities is held to both grants' constraints (a streamed beta message)", async () => {
     const agent = await generateAgentKeyPair();
-    const both = await egressSidecar(anthropicPolicy(agent).replace('grants:\n', 'grants:\n  - { agent: classifier, capability: message.beta, status: active }\n'), 'classifier', agent, provider);
+    const both = await egressSidecar(
+      anthropicPolicy(agent).replace('grants:\n', 'grants:\n  - { agent: classifier, capability: message.beta, status: active }\n'),
+      'classifier',
+      agent,
+      provider,
+    );
     const betaClient = new Anthropic({ apiKey: AGENT_SDK_KEY, baseURL: both.url, maxRetries: 0 });
     const seen = provider.requests.length;
     try {
       // message.beta allows any model, message.stream only haiku: a streamed beta call with another model is refused.
-      const err = await betaClient.beta.messages.create({ model: 'claude-opus-4-1', max_tokens: 64, stream: true, betas: ['token-efficient-tools-2025-02-19'], messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+      const err = await betaClient.beta.messages
+        .create({
+          model: 'claude-opus-4-1',
+          max_tokens: 64,
+          stream: true,
+          betas: ['token-efficient-tools-2025-02-19'],
+          messages: [{ role: 'user', content: 'x' }],
+        })
+        .catch((e: unknown) => e);
       expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(403);
       expect(JSON.stringify((err as InstanceType<typeof Anthropic.APIError>).error)).toContain('constraint_violated');
       expect(provider.requests.length).toBe(seen);
       // Within both grants it goes through.
-      const stream = await betaClient.beta.messages.create({ model: 'claude-haiku-4-5', max_tokens: 64, stream: true, betas: ['token-efficient-tools-2025-02-19'], messages: [{ role: 'user', content: 'x' }] });
-      for await (const _event of stream) { /* drain */ }
+      const stream = await betaClient.beta.messages.create({
+        model: 'claude-haiku-4-5',
+        max_tokens: 64,
+        stream: true,
+        betas: ['token-efficient-tools-2025-02-19'],
+        messages: [{ role: 'user', content: 'x' }],
+      });
+      for await (const _event of stream) {
+        /* drain */
+      }
       expect(provider.requests.length).toBe(seen + 1);
     } finally {
       await both.close();
     }
   });
 
-  it('audits every model call; a stream\'s entry is completed when it ends, with its bytes', async () => {
+  it("audits every model call; a stream's entry is completed when it ends, with its bytes", async () => {
     await until(async () => (await auditEntries(sidecar)).some((e) => e.capability === 'message.stream' && e.result === 'success'));
     const entries = await auditEntries(sidecar);
     const stream = entries.find((e) => e.capability === 'message.stream' && e.result === 'success')!;
@@ -234,11 +278,16 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
 
   it('refuses a model outside the grant, for streaming calls too', async () => {
     const seen = provider.requests.length;
-    const err = await client.messages.create({ model: 'claude-opus-4-1', max_tokens: 256, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    const err = await client.messages
+      .create({ model: 'claude-opus-4-1', max_tokens: 256, messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
     expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(403);
     expect(JSON.stringify((err as InstanceType<typeof Anthropic.APIError>).error)).toContain('constraint_violated');
-    const streamErr = await client.messages.stream({ model: 'claude-opus-4-1', max_tokens: 64, messages: [{ role: 'user', content: 'x' }] }).finalMessage().catch((e: unknown) => e);
+    const streamErr = await client.messages
+      .stream({ model: 'claude-opus-4-1', max_tokens: 64, messages: [{ role: 'user', content: 'x' }] })
+      .finalMessage()
+      .catch((e: unknown) => e);
     expect((streamErr as InstanceType<typeof Anthropic.APIError>).status).toBe(403);
     expect(provider.requests.length).toBe(seen);
   });
@@ -250,15 +299,50 @@ describe('egress with the built CLI and the example policy', () => {
     requireBuild();
     const provider = await startFakeProvider();
     const policy = `${ROOT}config/examples/egress-openai.yaml`;
-    const missing = await runCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'], { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
+    const missing = await runCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'], {
+      AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY,
+    });
     expect(missing.code).toBe(2);
     expect(startupFailure(missing).error).toMatch(/egress mode needs --agent-key FILE and --agent ID/);
-    const remote = await runCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '0.0.0.0:0', '--admin', '127.0.0.1:0',
-      '--agent-key', `${ROOT}config/examples/keys/report-bot.private.jwk.json`, '--agent', 'agent-report-bot'], { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
+    const remote = await runCli(
+      [
+        'serve',
+        '--policy',
+        policy,
+        '--upstream',
+        provider.url,
+        '--listen',
+        '0.0.0.0:0',
+        '--admin',
+        '127.0.0.1:0',
+        '--agent-key',
+        `${ROOT}config/examples/keys/report-bot.private.jwk.json`,
+        '--agent',
+        'agent-report-bot',
+      ],
+      { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY },
+    );
     expect(remote.code).toBe(2);
     expect(startupFailure(remote).error).toMatch(/anyone who reaches --listen 0\.0\.0\.0:0 acts as the agent/);
-    const sc = await startCli(['serve', '--policy', policy, '--upstream', provider.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
-      '--agent-key', `${ROOT}config/examples/keys/report-bot.private.jwk.json`, '--agent', 'agent-report-bot'], /sidecar listening/, { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY });
+    const sc = await startCli(
+      [
+        'serve',
+        '--policy',
+        policy,
+        '--upstream',
+        provider.url,
+        '--listen',
+        '127.0.0.1:0',
+        '--admin',
+        '127.0.0.1:0',
+        '--agent-key',
+        `${ROOT}config/examples/keys/report-bot.private.jwk.json`,
+        '--agent',
+        'agent-report-bot',
+      ],
+      /sidecar listening/,
+      { AGENTS_CHAIN_PROVIDER_KEY: PROVIDER_KEY },
+    );
     try {
       const client = new OpenAI({ apiKey: AGENT_SDK_KEY, baseURL: `${JSON.parse(sc.line).listen}/v1`, maxRetries: 0 });
       const chat = await client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 50, n: 1, messages: [{ role: 'user', content: 'hi' }] });

@@ -6,15 +6,21 @@ import { rawSocketRequest } from '../support/raw-socket.js';
 /** What is verified is what is forwarded, and identity comes from the sidecar alone. */
 describe('forwarding', () => {
   let env: TestSidecar;
-  beforeAll(async () => { env = await startTestSidecar(); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startTestSidecar();
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   it('forwards the exact body bytes, path and query, with identity headers and without the token', async () => {
     const body = '{ "customerId" : "c-100",\n  "amount": 500.0, "currency":"EUR", "customer":{"tier":"gold","name":"Zoë \\u00e9"}, "dryRun":false }';
     const token = await env.bot.signer.sign('createInvoice');
-    const r = await rawSocketRequest(env.sidecar.url,
+    const r = await rawSocketRequest(
+      env.sidecar.url,
       `POST /invoices?trace=a'b&x=%7e HTTP/1.1\r\nHost: billing.internal\r\nAuthorization: Bearer ${token}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
     expect(r.status).toBe(200);
     const got = env.app.requests.at(-1)!;
     expect(got.method).toBe('POST');
@@ -31,21 +37,40 @@ describe('forwarding', () => {
 
   it('keeps raw path bytes that URL parsers would rewrite', async () => {
     const token = await env.bot.signer.sign('getInvoice');
-    const r = await rawSocketRequest(env.sidecar.url,
-      `GET /invoices/it's%20a~b!?q=%zz&q=1 HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`);
+    const r = await rawSocketRequest(
+      env.sidecar.url,
+      `GET /invoices/it's%20a~b!?q=%zz&q=1 HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+    );
     expect(r.status).toBe(200);
     expect(env.app.requests.at(-1)!.url).toBe("/invoices/it's%20a~b!?q=%zz&q=1");
   });
 
   it('drops caller-sent identity, forwarding, method-override and Connection-listed headers', async () => {
     const token = await env.bot.signer.sign('getInvoice');
-    const r = await rawSocketRequest(env.sidecar.url, [
-      'GET /invoices/inv-1 HTTP/1.1', 'Host: s', `Authorization: Bearer ${token}`,
-      'X-Agent-Id: agent-admin', 'x-agent-name: admin', 'X-Agent-Capability: everything', 'X-Agent-Role: root',
-      'X-Forwarded-For: 10.0.0.1', 'X-Forwarded-Host: evil', 'Forwarded: for=10.0.0.1',
-      'X-HTTP-Method-Override: DELETE', 'X-Method-Override: DELETE', 'X-HTTP-Method: DELETE',
-      'X-Secret-Hop: 1', 'Connection: close, X-Secret-Hop', 'X-Request-Id: spoofed', 'X-Kept: yes', '', '',
-    ].join('\r\n'));
+    const r = await rawSocketRequest(
+      env.sidecar.url,
+      [
+        'GET /invoices/inv-1 HTTP/1.1',
+        'Host: s',
+        `Authorization: Bearer ${token}`,
+        'X-Agent-Id: agent-admin',
+        'x-agent-name: admin',
+        'X-Agent-Capability: everything',
+        'X-Agent-Role: root',
+        'X-Forwarded-For: 10.0.0.1',
+        'X-Forwarded-Host: evil',
+        'Forwarded: for=10.0.0.1',
+        'X-HTTP-Method-Override: DELETE',
+        'X-Method-Override: DELETE',
+        'X-HTTP-Method: DELETE',
+        'X-Secret-Hop: 1',
+        'Connection: close, X-Secret-Hop',
+        'X-Request-Id: spoofed',
+        'X-Kept: yes',
+        '',
+        '',
+      ].join('\r\n'),
+    );
     expect(r.status).toBe(200);
     const h = env.app.requests.at(-1)!.headers;
     expect(h['x-agent-id']).toBe('agent-billing-bot');
@@ -58,7 +83,10 @@ describe('forwarding', () => {
     expect(h['x-forwarded-for']).toBe('127.0.0.1');
     expect(h['x-request-id']).not.toBe('spoofed');
     expect(h['x-kept']).toBe('yes');
-    const rawNames = env.app.requests.at(-1)!.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    const rawNames = env.app.requests
+      .at(-1)!
+      .rawHeaders.filter((_, i) => i % 2 === 0)
+      .map((n) => n.toLowerCase());
     expect(rawNames.filter((n) => n === 'x-agent-id')).toHaveLength(1);
   });
 
@@ -71,7 +99,10 @@ describe('forwarding', () => {
   });
 
   it("passes the app's status, headers and body back", async () => {
-    env.app.handler = (_req, res) => { res.writeHead(418, { 'x-app': 'teapot', 'content-type': 'text/plain' }); res.end('short and stout'); };
+    env.app.handler = (_req, res) => {
+      res.writeHead(418, { 'x-app': 'teapot', 'content-type': 'text/plain' });
+      res.end('short and stout');
+    };
     try {
       const r = await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
       expect(r.status).toBe(418);
@@ -84,11 +115,16 @@ describe('forwarding', () => {
 
   it('streams server-sent events as they are produced', async () => {
     let finish!: () => void;
-    const finished = new Promise<void>((r) => { finish = r; });
+    const finished = new Promise<void>((r) => {
+      finish = r;
+    });
     env.app.handler = (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: first\n\n');
-      void finished.then(() => { res.write('data: last\n\n'); res.end(); });
+      void finished.then(() => {
+        res.write('data: last\n\n');
+        res.end();
+      });
     };
     try {
       const res = await open(env, { path: '/events', token: await env.bot.signer.sign('streamEvents') });
@@ -117,12 +153,17 @@ describe('forwarding', () => {
 
   describe('with a custom token header', () => {
     let custom: TestSidecar;
-    beforeAll(async () => { custom = await startTestSidecar({ tokenHeader: 'X-Agent-Token' }); });
-    afterAll(async () => { await custom.close(); });
+    beforeAll(async () => {
+      custom = await startTestSidecar({ tokenHeader: 'X-Agent-Token' });
+    });
+    afterAll(async () => {
+      await custom.close();
+    });
 
-    it('reads the token there, keeps the app\'s own Authorization, strips the token header', async () => {
+    it("reads the token there, keeps the app's own Authorization, strips the token header", async () => {
       const r = await call(custom, {
-        path: '/invoices/inv-1', headers: { 'x-agent-token': await custom.bot.signer.sign('getInvoice'), authorization: 'Basic YXBwOnNlY3JldA==' },
+        path: '/invoices/inv-1',
+        headers: { 'x-agent-token': await custom.bot.signer.sign('getInvoice'), authorization: 'Basic YXBwOnNlY3JldA==' },
       });
       expect(r.status).toBe(200);
       const h = custom.app.requests.at(-1)!.headers;

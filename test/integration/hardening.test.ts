@@ -10,8 +10,12 @@ import { tokenWith } from '../support/tokens.js';
 describe('hardening', () => {
   let env: TestSidecar;
   let clock = Date.now();
-  beforeAll(async () => { env = await startTestSidecar({ now: () => clock }); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startTestSidecar({ now: () => clock });
+  });
+  afterAll(async () => {
+    await env.close();
+  });
   const token = (cap: string) => env.bot.signer.sign(cap, { now: Math.floor(clock / 1000) });
 
   it('remembers a jti for as long as its token could pass the time checks (120 s)', async () => {
@@ -51,9 +55,11 @@ describe('hardening', () => {
 
   it('keeps Host and Content-Type even when Connection names them; drops underscore header names', async () => {
     const body = invoice();
-    const r = await rawSocketRequest(env.sidecar.url,
+    const r = await rawSocketRequest(
+      env.sidecar.url,
       `POST /invoices HTTP/1.1\r\nHost: billing.internal\r\nAuthorization: Bearer ${await token('createInvoice')}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nX_Agent_Id: agent-admin\r\nConnection: close, content-type, host\r\n\r\n${body}`);
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nX_Agent_Id: agent-admin\r\nConnection: close, content-type, host\r\n\r\n${body}`,
+    );
     expect(r.status).toBe(200);
     const got = env.app.requests.at(-1)!;
     expect(got.headers.host).toBe('billing.internal');
@@ -63,9 +69,11 @@ describe('hardening', () => {
 
   it('forwards a call sent with Expect: 100-continue', async () => {
     const body = invoice();
-    const r = await rawSocketRequest(env.sidecar.url,
+    const r = await rawSocketRequest(
+      env.sidecar.url,
       `POST /invoices HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer ${await token('createInvoice')}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n${body}`);
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n${body}`,
+    );
     expect(r.status).toBe(200);
     expect(env.app.requests.at(-1)!.body.toString()).toBe(body);
   });
@@ -84,7 +92,7 @@ describe('hardening', () => {
     expect(r.json()).toMatchObject({ error: 'invalid_request' });
   });
 
-  it('answers a header block over Node\'s 16 KiB with 431 too_many_headers, in JSON', async () => {
+  it("answers a header block over Node's 16 KiB with 431 too_many_headers, in JSON", async () => {
     const seen = env.app.requests.length;
     const r = await rawSocketRequest(env.sidecar.url, `GET /healthz HTTP/1.1\r\nHost: s\r\nX-Big: ${'a'.repeat(17_000)}\r\nConnection: close\r\n\r\n`);
     expect(r.status).toBe(431);

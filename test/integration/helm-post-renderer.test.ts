@@ -20,20 +20,36 @@ async function render(...set: string[]): Promise<Doc[]> {
   const dir = await mkdtemp(join(tmpdir(), 'agents-chain-helm-'));
   const defaults = join(dir, 'defaults.yaml');
   await writeFile(defaults, 'image: registry.example.com/agents-chain:0.1.0\n');
-  const { stdout } = await run(helmOrFail(), [
-    'template', 'web', CHART,
-    '--set-string', 'podAnnotations.agents-chain\\.io/inject=true',
-    '--set-string', 'podAnnotations.agents-chain\\.io/policy=web-policy',
-    ...set.flatMap((s) => ['--set-string', s]),
-    '--post-renderer', CLI, '--post-renderer-args', 'inject', '--post-renderer-args', `--defaults=${defaults}`,
-  ], { env: { ...process.env, HELM_CACHE_HOME: dir, HELM_CONFIG_HOME: dir, HELM_DATA_HOME: dir } });
-  return parseAllDocuments(stdout).map((d) => (d as { toJS(): Doc }).toJS()).filter(Boolean);
+  const { stdout } = await run(
+    helmOrFail(),
+    [
+      'template',
+      'web',
+      CHART,
+      '--set-string',
+      'podAnnotations.agents-chain\\.io/inject=true',
+      '--set-string',
+      'podAnnotations.agents-chain\\.io/policy=web-policy',
+      ...set.flatMap((s) => ['--set-string', s]),
+      '--post-renderer',
+      CLI,
+      '--post-renderer-args',
+      'inject',
+      '--post-renderer-args',
+      `--defaults=${defaults}`,
+    ],
+    { env: { ...process.env, HELM_CACHE_HOME: dir, HELM_CONFIG_HOME: dir, HELM_DATA_HOME: dir } },
+  );
+  return parseAllDocuments(stdout)
+    .map((d) => (d as { toJS(): Doc }).toJS())
+    .filter(Boolean);
 }
 
 /** The container port a Service port reaches: the pod's container port with that name (or number). */
 function resolveTargetPort(pod: Doc, target: string | number): { container: string; containerPort: number } | undefined {
   const all = [...(pod.spec.initContainers ?? []), ...pod.spec.containers] as Doc[];
-  for (const c of all) for (const p of c.ports ?? []) if (p.name === target || p.containerPort === target) return { container: c.name, containerPort: p.containerPort };
+  for (const c of all)
+    for (const p of c.ports ?? []) if (p.name === target || p.containerPort === target) return { container: c.name, containerPort: p.containerPort };
   return undefined;
 }
 
@@ -44,7 +60,7 @@ describe.skipIf(skipWithoutHelm('the helm post-renderer test'))('helm template -
     expect(existsSync(join(CHART, 'Chart.yaml'))).toBe(true);
   });
 
-  it('port mode: the Service\'s targetPort (http) now resolves to the sidecar; the app keeps its port under a new name and its probes', async () => {
+  it("port mode: the Service's targetPort (http) now resolves to the sidecar; the app keeps its port under a new name and its probes", async () => {
     const docs = await render('podAnnotations.agents-chain\\.io/capture=port');
     const deployment = docs.find((d) => d.kind === 'Deployment')!;
     const service = docs.find((d) => d.kind === 'Service')!;
@@ -65,7 +81,9 @@ describe.skipIf(skipWithoutHelm('the helm post-renderer test'))('helm template -
 
   it('iptables mode (the default): the app container, its port and its command are unchanged; the Service is unchanged; probes go through the sidecar', async () => {
     const plain = await run(helmOrFail(), ['template', 'web', CHART], { env: process.env });
-    const before = parseAllDocuments(plain.stdout).map((d) => (d as { toJS(): Doc }).toJS()).filter(Boolean);
+    const before = parseAllDocuments(plain.stdout)
+      .map((d) => (d as { toJS(): Doc }).toJS())
+      .filter(Boolean);
     const docs = await render();
     const was = before.find((d) => d.kind === 'Deployment')!.spec.template.spec.containers[0];
     const deployment = docs.find((d) => d.kind === 'Deployment')!;
@@ -86,7 +104,10 @@ describe.skipIf(skipWithoutHelm('the helm post-renderer test'))('helm template -
   });
 
   it('stops the install when a pod cannot be injected: helm fails with the object and the reason', async () => {
-    const err = await render('podAnnotations.agents-chain\\.io/port=80').then(() => undefined, (e: { stderr?: string }) => e);
+    const err = await render('podAnnotations.agents-chain\\.io/port=80').then(
+      () => undefined,
+      (e: { stderr?: string }) => e,
+    );
     expect(err, 'helm should fail').toBeDefined();
     expect(err!.stderr).toMatch(/Deployment\/web: port 80 of container web is also the sidecar's/);
   });

@@ -11,16 +11,37 @@ import { runHelm, skipWithoutHelm } from '../support/helm.js';
 import { applyPatch, selfSignedCert } from '../support/kubernetes.js';
 
 type Doc = Record<string, any>;
-const toJS = (text: string): Doc[] => parseAllDocuments(text).map((d) => (d as { toJS(): Doc }).toJS()).filter(Boolean);
+const toJS = (text: string): Doc[] =>
+  parseAllDocuments(text)
+    .map((d) => (d as { toJS(): Doc }).toJS())
+    .filter(Boolean);
 
 const POD: Doc = {
-  apiVersion: 'v1', kind: 'Pod',
-  metadata: { name: 'web', namespace: 'shop', labels: { app: 'web' }, annotations: { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'web-policy' } },
-  spec: { containers: [{ name: 'app', image: 'registry.example.com/web:1', ports: [{ name: 'http', containerPort: 8080 }], readinessProbe: { httpGet: { path: '/ready', port: 'http' } } }] },
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: {
+    name: 'web',
+    namespace: 'shop',
+    labels: { app: 'web' },
+    annotations: { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'web-policy' },
+  },
+  spec: {
+    containers: [
+      {
+        name: 'app',
+        image: 'registry.example.com/web:1',
+        ports: [{ name: 'http', containerPort: 8080 }],
+        readinessProbe: { httpGet: { path: '/ready', port: 'http' } },
+      },
+    ],
+  },
 };
 
 describe.skipIf(skipWithoutHelm('the injection parity test'))('chart, CLI and webhook inject the same sidecar from one defaults ConfigMap', () => {
-  it.each([['iptables', []], ['port', ['--set', 'injection.captureMode=port', '--set', 'injection.port=18480', '--set', 'image.tag=9.9.9']]] as const)('%s mode', async (_mode, set) => {
+  it.each([
+    ['iptables', []],
+    ['port', ['--set', 'injection.captureMode=port', '--set', 'injection.port=18480', '--set', 'image.tag=9.9.9']],
+  ] as const)('%s mode', async (_mode, set) => {
     requireBuild();
     const rendered = runHelm(['template', 'ac', `${ROOT}charts/agents-chain-sidecar`, '-n', 'agents-chain', ...set]);
     expect(rendered.code, rendered.stderr).toBe(0);
@@ -48,8 +69,14 @@ describe.skipIf(skipWithoutHelm('the injection parity test'))('chart, CLI and we
     try {
       const url = (JSON.parse(wh.line) as { listen: string }).listen;
       const r = await call(url, {
-        method: 'POST', path: '/mutate', dispatcher: tls,
-        body: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', object: POD } },
+        method: 'POST',
+        path: '/mutate',
+        dispatcher: tls,
+        body: {
+          apiVersion: 'admission.k8s.io/v1',
+          kind: 'AdmissionReview',
+          request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', object: POD },
+        },
       });
       const response = (r.json as { response: { allowed: boolean; patch: string } }).response;
       expect(response.allowed).toBe(true);

@@ -18,9 +18,12 @@ describe('metrics after a mix of allowed, denied and erroring calls', () => {
 
   it('counts each call once, by capability and decision, and says why the denied ones were refused', async () => {
     const sign = (cap: string) => env.bot.signer.sign(cap);
-    for (let i = 0; i < 3; i++) expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
     expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000 }) })).status).toBe(403);
-    expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
+    expect(
+      (await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status,
+    ).toBe(403);
     expect((await call(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
     expect((await call(env, { path: '/nowhere' })).status).toBe(404);
     expect((await call(env, { path: '/invoices/inv-broken', token: await sign('getInvoice') })).status).toBe(500);
@@ -79,7 +82,10 @@ describe('access request metrics', () => {
     try {
       const ask = async () => {
         const r = await call(env, {
-          method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), headers: { prefer: 'respond-async' },
+          method: 'POST',
+          path: '/agent/request-permission',
+          token: await env.bot.signer.sign('request_permission'),
+          headers: { prefer: 'respond-async' },
           body: { capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'metrics test' },
         });
         return (r.json as { requestId: string }).requestId;
@@ -117,7 +123,9 @@ describe('audit delivery metrics', () => {
     });
     try {
       for (let i = 0; i < 3; i++) await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
-      await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_audit_export_failures_total', { exporter: exporter.name }) >= 2);
+      await until(
+        async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_audit_export_failures_total', { exporter: exporter.name }) >= 2,
+      );
       // The lag grows while nothing is delivered.
       await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_audit_oldest_unexported_age_seconds') > 0.04);
       let { samples: s } = await scrape(env.sidecar.adminUrl);
@@ -161,7 +169,9 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
       expect(fresh.samples.has('agents_chain_denials_total{capability="createInvoice",reason="constraint_violated"}')).toBe(true);
       const sign = (cap: string) => env.bot.signer.sign(cap);
       expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice() })).status).toBe(200);
-      expect((await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status).toBe(403);
+      expect(
+        (await call(env, { method: 'POST', path: '/invoices', token: await sign('createInvoice'), body: invoice({ amount: 5000, currency: 'GBP' }) })).status,
+      ).toBe(403);
       expect((await call(env, { method: 'POST', path: '/invoices', body: invoice() })).status).toBe(401);
       expect((await call(env, { path: '/invoices/inv-1', token: await env.other.signer.sign('getInvoice') })).status).toBe(403);
       expect((await call(env, { path: '/nowhere' })).status).toBe(404);
@@ -184,11 +194,20 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
       expect(fresh.samples.get('agents_chain_access_requests_resolved_total{capability="send_sms",outcome="expired"}')).toBe(0);
       expect(fresh.samples.get('agents_chain_access_requests_created_total{capability="send_sms"}')).toBe(0);
       const r = await call(env, {
-        method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), headers: { prefer: 'respond-async' },
+        method: 'POST',
+        path: '/agent/request-permission',
+        token: await env.bot.signer.sign('request_permission'),
+        headers: { prefer: 'respond-async' },
         body: { capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'expiry test' },
       });
       expect(r.status).toBe(202);
-      await until(async () => sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_access_requests_resolved_total', { capability: 'send_sms', outcome: 'expired' }) === 1);
+      await until(
+        async () =>
+          sample((await scrape(env.sidecar.adminUrl)).samples, 'agents_chain_access_requests_resolved_total', {
+            capability: 'send_sms',
+            outcome: 'expired',
+          }) === 1,
+      );
       const later = await scrape(env.sidecar.adminUrl);
       const born = new Set(counterSeries(fresh.text));
       expect(counterSeries(later.text).filter((k) => later.samples.get(k)! > 0 && !born.has(k))).toEqual([]);
@@ -201,10 +220,19 @@ describe('zero series: the first scrape of a fresh sidecar has every counter ser
     const { readFile } = await import('node:fs/promises');
     const file = new URL('../../config/examples/sms.yaml', import.meta.url).pathname;
     const text = await readFile(file, 'utf8');
-    const env = await startTestSidecar({ policy: text, policyName: file, adminToken: 'a'.repeat(32), env: { SMS_APPROVAL_WEBHOOK_URL: 'http://127.0.0.1:9/unused' }, logLevel: 'error', metrics: { processMetrics: false } });
+    const env = await startTestSidecar({
+      policy: text,
+      policyName: file,
+      adminToken: 'a'.repeat(32),
+      env: { SMS_APPROVAL_WEBHOOK_URL: 'http://127.0.0.1:9/unused' },
+      logLevel: 'error',
+      metrics: { processMetrics: false },
+    });
     const { sidecar } = env;
     try {
-      expect((await scrape(sidecar.adminUrl)).samples.has('agents_chain_access_requests_resolved_total{capability="read_message",outcome="expired"}')).toBe(false);
+      expect((await scrape(sidecar.adminUrl)).samples.has('agents_chain_access_requests_resolved_total{capability="read_message",outcome="expired"}')).toBe(
+        false,
+      );
       expect(await sidecar.reloadPolicy(text.replaceAll('get_message', 'read_message'))).toMatchObject({ ok: true, changed: true });
       const s = (await scrape(sidecar.adminUrl)).samples;
       expect(s.get('agents_chain_access_requests_resolved_total{capability="read_message",outcome="expired"}')).toBe(0);

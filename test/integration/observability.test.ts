@@ -23,8 +23,15 @@ function promtool(args: string[], input?: string): { code: number; out: string }
   return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
 }
 
-interface Panel { title: string; targets?: { expr: string }[]; panels?: Panel[] }
-interface Dashboard { panels: Panel[]; templating: { list: { name: string; type: string; query?: { query: string } | string }[] } }
+interface Panel {
+  title: string;
+  targets?: { expr: string }[];
+  panels?: Panel[];
+}
+interface Dashboard {
+  panels: Panel[];
+  templating: { list: { name: string; type: string; query?: { query: string } | string }[] };
+}
 
 /** Every PromQL expression of the dashboard, with Grafana's variables replaced by what Prometheus would see. */
 async function dashboardExpressions(): Promise<{ title: string; expr: string }[]> {
@@ -108,7 +115,10 @@ describe('observability artefacts against a live sidecar', () => {
       const { parseKeyring } = await import('../../src/audit/crypto.js');
       const { exporterFromSpec } = await import('../../src/audit/exporters.js');
       const dir = await mkdtemp(join(tmpdir(), 'agents-chain-fresh-pod-'));
-      const env = await startApprovalEnv({ ttl: '1s', audit: { keyring: parseKeyring(randomBytes(32).toString('base64')), exporters: [exporterFromSpec(`file:${join(dir, 'audit.jsonl')}`)] } });
+      const env = await startApprovalEnv({
+        ttl: '1s',
+        audit: { keyring: parseKeyring(randomBytes(32).toString('base64')), exporters: [exporterFromSpec(`file:${join(dir, 'audit.jsonl')}`)] },
+      });
       try {
         // The pod's first scrape, before anything happened: the counters the alerts read are there, at 0.
         const first = await scrape(env.sidecar.adminUrl);
@@ -120,38 +130,56 @@ describe('observability artefacts against a live sidecar', () => {
         zero('agents_chain_policy_reloads_total{result="failure"}');
         expect([...first.samples].filter(([k]) => /^agents_chain_audit_export_failures_total\{exporter="file-/.test(k))).toEqual([[expect.any(String), 0]]);
         const r = await call(env, {
-          method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'), headers: { prefer: 'respond-async' },
+          method: 'POST',
+          path: '/agent/request-permission',
+          token: await env.bot.signer.sign('request_permission'),
+          headers: { prefer: 'respond-async' },
           body: { capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'fresh pod' },
         });
         expect(r.status).toBe(202);
         const { until } = await import('../support/until.js');
         let second = first;
-        await until(async () => (second = await scrape(env.sidecar.adminUrl)).samples.get('agents_chain_access_requests_resolved_total{capability="send_sms",outcome="expired"}') === 1);
+        await until(
+          async () =>
+            (second = await scrape(env.sidecar.adminUrl)).samples.get(
+              'agents_chain_access_requests_resolved_total{capability="send_sms",outcome="expired"}',
+            ) === 1,
+        );
         // The two scrapes as Prometheus would store them a minute apart, with the labels discovery adds.
         const counters = new Set([...second.text.matchAll(/^# TYPE (agents_chain_\S+) counter$/gm)].map((m) => m[1]!));
-        const input_series = [...second.samples].filter(([k]) => counters.has(k.slice(0, k.indexOf('{')))).map(([k, v]) => {
-          const labels = k.slice(k.indexOf('{') + 1, -1);
-          const before = first.samples.get(k);
-          return { series: `${k.slice(0, k.indexOf('{'))}{${labels ? `${labels},` : ''}namespace="sms",pod="sms-0"}`, values: `${before ?? '_'} ${v}` };
-        });
+        const input_series = [...second.samples]
+          .filter(([k]) => counters.has(k.slice(0, k.indexOf('{'))))
+          .map(([k, v]) => {
+            const labels = k.slice(k.indexOf('{') + 1, -1);
+            const before = first.samples.get(k);
+            return { series: `${k.slice(0, k.indexOf('{'))}{${labels ? `${labels},` : ''}namespace="sms",pod="sms-0"}`, values: `${before ?? '_'} ${v}` };
+          });
         const tests = {
           rule_files: [RULES],
           evaluation_interval: '1m',
-          tests: [{
-            interval: '1m',
-            input_series,
-            alert_rule_test: [
-              { eval_time: '1m', alertname: 'AgentsChainApprovalsExpiring', exp_alerts: [{
-                exp_labels: { severity: 'info', namespace: 'sms', pod: 'sms-0', capability: 'send_sms' },
-                exp_annotations: {
-                  summary: 'Access requests for send_sms expire unanswered',
-                  description: '1 access requests expired in the last hour on sms/sms-0: nobody is answering the approval notifications.',
+          tests: [
+            {
+              interval: '1m',
+              input_series,
+              alert_rule_test: [
+                {
+                  eval_time: '1m',
+                  alertname: 'AgentsChainApprovalsExpiring',
+                  exp_alerts: [
+                    {
+                      exp_labels: { severity: 'info', namespace: 'sms', pod: 'sms-0', capability: 'send_sms' },
+                      exp_annotations: {
+                        summary: 'Access requests for send_sms expire unanswered',
+                        description: '1 access requests expired in the last hour on sms/sms-0: nobody is answering the approval notifications.',
+                      },
+                    },
+                  ],
                 },
-              }] },
-              { eval_time: '1m', alertname: 'AgentsChainAuditEntriesDropped', exp_alerts: [] },
-              { eval_time: '1m', alertname: 'AgentsChainDenialRateSpike', exp_alerts: [] },
-            ],
-          }],
+                { eval_time: '1m', alertname: 'AgentsChainAuditEntriesDropped', exp_alerts: [] },
+                { eval_time: '1m', alertname: 'AgentsChainDenialRateSpike', exp_alerts: [] },
+              ],
+            },
+          ],
         };
         const file = join(dir, 'fresh-pod.test.yaml');
         await writeFile(file, JSON.stringify(tests));
@@ -176,4 +204,3 @@ describe('observability artefacts against a live sidecar', () => {
     });
   });
 });
-

@@ -14,20 +14,43 @@ import { until } from '../support/until.js';
 /** The sidecar's and the agent's clock, moved by hand past the 30 s in which a detected loss refuses fresh tokens. */
 function testClock(): { now: () => number; advance: (ms: number) => void } {
   let offset = 0;
-  return { now: () => Date.now() + offset, advance: (ms) => { offset += ms; } };
+  return {
+    now: () => Date.now() + offset,
+    advance: (ms) => {
+      offset += ms;
+    },
+  };
 }
 
 describe('two sidecar processes sharing Redis', () => {
   let app: Recorder;
-  beforeAll(async () => { requireBuild(); app = await startRecorder(); });
+  beforeAll(async () => {
+    requireBuild();
+    app = await startRecorder();
+  });
   afterAll(() => app.close());
 
   it('a token used on replica A is rejected on replica B', async () => {
     const prefix = testPrefix('replay');
-    const serve = () => startCli([
-      'serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
-      '--redis', REDIS_URL, '--redis-prefix', prefix,
-    ], /sidecar listening/);
+    const serve = () =>
+      startCli(
+        [
+          'serve',
+          '--policy',
+          `${ROOT}config/examples/billing.yaml`,
+          '--upstream',
+          app.url,
+          '--listen',
+          '127.0.0.1:0',
+          '--admin',
+          '127.0.0.1:0',
+          '--redis',
+          REDIS_URL,
+          '--redis-prefix',
+          prefix,
+        ],
+        /sidecar listening/,
+      );
     const [a, b] = await Promise.all([serve(), serve()]);
     try {
       const urlA = JSON.parse(a.line).listen as string;
@@ -68,18 +91,34 @@ describe('access requests shared through Redis', () => {
     bot = await testAgent('sms-bot-0');
     const policy = await loadPolicyText(smsPolicy([bot], { webhookUrl: inbox.url, ttl: '1m' }), 'sms.yaml');
     const prefix = testPrefix('approvals');
-    const start = () => startTestSidecar({
-      policy, app, adminToken: ADMIN_TOKEN, logLevel: process.env.DEBUG_SIDECAR ? 'debug' : 'error', redis: { url: REDIS_URL, prefix }, metrics: { processMetrics: false }, waitReady: true,
-    });
+    const start = () =>
+      startTestSidecar({
+        policy,
+        app,
+        adminToken: ADMIN_TOKEN,
+        logLevel: process.env.DEBUG_SIDECAR ? 'debug' : 'error',
+        redis: { url: REDIS_URL, prefix },
+        metrics: { processMetrics: false },
+        waitReady: true,
+      });
     [a, b] = await Promise.all([start(), start()]);
   });
-  afterAll(async () => { await a.close(); await b.close(); await app.close(); await inbox.close(); });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    await app.close();
+    await inbox.close();
+  });
 
   const admin = (s: TestSidecar, path: string, body: unknown) => call(s.adminUrl, { method: 'POST', path, token: ADMIN_TOKEN, body });
-  const ask = async (s: TestSidecar, to: string, wait: boolean) => call(s, {
-    method: 'POST', path: '/agent/request-permission', token: await bot.signer.sign('request_permission'), headers: wait ? {} : { prefer: 'respond-async' },
-    body: { capability: 'send_sms', args: { to, body: 'hello' }, reason: 'customer asked' },
-  });
+  const ask = async (s: TestSidecar, to: string, wait: boolean) =>
+    call(s, {
+      method: 'POST',
+      path: '/agent/request-permission',
+      token: await bot.signer.sign('request_permission'),
+      headers: wait ? {} : { prefer: 'respond-async' },
+      body: { capability: 'send_sms', args: { to, body: 'hello' }, reason: 'customer asked' },
+    });
 
   it('an approval given through replica A releases the agent waiting on replica B', async () => {
     const waiting = ask(b, '+15550001', true); // B holds the agent's open connection
@@ -91,7 +130,7 @@ describe('access requests shared through Redis', () => {
     expect(answer.json).toMatchObject({ permission: 'approved', result: { sent: true, permission: 'approved' } });
   });
 
-  it('ids that are not the sidecar\'s own never reach a Redis key', async () => {
+  it("ids that are not the sidecar's own never reach a Redis key", async () => {
     const r = await call(a.url, { path: '/agent/request-permission/pending', token: await bot.signer.sign('request_permission') });
     expect(r).toMatchObject({ status: 404, json: { error: 'not_found' } });
   });
@@ -113,7 +152,8 @@ describe('access requests shared through Redis', () => {
 
   it('a scope=value approval on replica A lets the same value through replica B', async () => {
     const to = '+15550003';
-    const send = (s: TestSidecar) => async () => call(s, { method: 'POST', path: '/sms', token: await bot.signer.sign('send_sms'), body: { to, body: 'again' } });
+    const send = (s: TestSidecar) => async () =>
+      call(s, { method: 'POST', path: '/sms', token: await bot.signer.sign('send_sms'), body: { to, body: 'again' } });
     const first = (await send(b)()).json;
     expect(first.permission).toBe('constraint_violated');
     await ask(a, to, false);
@@ -164,7 +204,10 @@ describe('Redis outage', () => {
       const back = Date.now();
       // Answered again within 2 s. The restart lost the window (no persistence): fresh tokens are refused for the
       // 30 s of tolerated skew after the loss is found (replay_window_reset), then pass; the clock skips those 30 s.
-      await until(async () => { const r = await get(); return r.status === 200 || r.json?.error === 'replay_window_reset'; }, 5_000);
+      await until(async () => {
+        const r = await get();
+        return r.status === 200 || r.json?.error === 'replay_window_reset';
+      }, 5_000);
       const resumedMs = Date.now() - back;
       clock.advance(31_500);
       await until(async () => (await get()).status === 200, 2_000);
@@ -215,10 +258,18 @@ describe('two services sharing one Redis', () => {
     const agents = { bot: await testAgent('agent-billing-bot'), other: await testAgent('agent-other') };
     const billingApp = await startRecorder();
     const ledgerApp = await startRecorder();
-    const start = async (service: string, app: Recorder) => startTestSidecar({
-      policy: billingPolicy(agents).replace('name: billing-service, issuer: https://billing.example.com', `name: ${service}, issuer: https://${service}.example.com`), policyName: `${service}.yaml`,
-      app, logLevel: 'error', redis: { url: REDIS_URL, prefix: testPrefix(service) }, metrics: { processMetrics: false },
-    });
+    const start = async (service: string, app: Recorder) =>
+      startTestSidecar({
+        policy: billingPolicy(agents).replace(
+          'name: billing-service, issuer: https://billing.example.com',
+          `name: ${service}, issuer: https://${service}.example.com`,
+        ),
+        policyName: `${service}.yaml`,
+        app,
+        logLevel: 'error',
+        redis: { url: REDIS_URL, prefix: testPrefix(service) },
+        metrics: { processMetrics: false },
+      });
     const billing = await start('billing-service', billingApp);
     const ledger = await start('ledger-service', ledgerApp);
     try {
@@ -264,7 +315,10 @@ describe('registered agents shared through Redis', () => {
       expect((await call(b.url, { path: '/invoices/inv-1', token: await agent.sign('getInvoice') })).status).toBe(200);
       const revoked = await call(b, { method: 'POST', path: '/agent/revoke', token: await host.sign('https://billing.example.com'), body: { agent_id: id } });
       expect(revoked.status).toBe(200);
-      expect(await call(a.url, { path: '/invoices/inv-1', token: await agent.sign('getInvoice') })).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
+      expect(await call(a.url, { path: '/invoices/inv-1', token: await agent.sign('getInvoice') })).toMatchObject({
+        status: 401,
+        json: { error: 'agent_not_found' },
+      });
     } finally {
       await a.close();
       await b.close();

@@ -19,14 +19,26 @@ describe('discovery, registration and host identity', () => {
   beforeAll(async () => {
     hostKeys = await generateAgentKeyPair();
     host = await createHostSigner(hostKeys.privateJwk);
-    ({ sidecar, app } = await startTestSidecar({ policy: registrationPolicy(hostKeys), adminToken: ADMIN, logLevel: 'error', metrics: { processMetrics: false } }));
+    ({ sidecar, app } = await startTestSidecar({
+      policy: registrationPolicy(hostKeys),
+      adminToken: ADMIN,
+      logLevel: 'error',
+      metrics: { processMetrics: false },
+    }));
   });
-  afterAll(async () => { await sidecar.close(); await app.close(); });
+  afterAll(async () => {
+    await sidecar.close();
+    await app.close();
+  });
 
   /** Registers as an honest host does: the agent's proof of possession is bound to the token sent. */
   const registerAgent = async (keys: AgentKeyPair, body: Record<string, unknown>, token?: string) => {
-    const t = token ?? await host.sign(ISSUER, { agentPublicKey: keys.publicJwk });
-    return call(`${sidecar.url}/agent/register`, { method: 'POST', token: t, body: { ...body, agent_proof: await createAgentProof(keys.privateJwk, { hostToken: t, audience: ISSUER }) } });
+    const t = token ?? (await host.sign(ISSUER, { agentPublicKey: keys.publicJwk }));
+    return call(`${sidecar.url}/agent/register`, {
+      method: 'POST',
+      token: t,
+      body: { ...body, agent_proof: await createAgentProof(keys.privateJwk, { hostToken: t, audience: ISSUER }) },
+    });
   };
 
   it('serves the discovery document, cacheable, with the Agent Auth fields', async () => {
@@ -34,9 +46,20 @@ describe('discovery, registration and host identity', () => {
     expect(r.status).toBe(200);
     expect(r.headers['cache-control']).toMatch(/max-age=3600/);
     expect(r.json).toEqual({
-      version: '1.0-draft', provider_name: 'billing-service', description: 'Billing API', issuer: ISSUER,
-      algorithms: ['Ed25519'], modes: ['delegated', 'autonomous'], approval_methods: [],
-      endpoints: { capabilities: '/capability/list', register: '/agent/register', status: '/agent/status', revoke: '/agent/revoke', constraints: '/agent/constraints' },
+      version: '1.0-draft',
+      provider_name: 'billing-service',
+      description: 'Billing API',
+      issuer: ISSUER,
+      algorithms: ['Ed25519'],
+      modes: ['delegated', 'autonomous'],
+      approval_methods: [],
+      endpoints: {
+        capabilities: '/capability/list',
+        register: '/agent/register',
+        status: '/agent/status',
+        revoke: '/agent/revoke',
+        constraints: '/agent/constraints',
+      },
       default_capabilities: ['createInvoice', 'getInvoice'],
     });
     // 401s point at it.
@@ -46,7 +69,12 @@ describe('discovery, registration and host identity', () => {
 
   it('registers an agent through a host token; the agent calls within the host defaults and is denied outside them', async () => {
     const keys = await generateAgentKeyPair();
-    const reg = await registerAgent(keys, { name: 'invoice-bot', mode: 'autonomous', reason: 'nightly billing', capabilities: ['getInvoice', { name: 'createInvoice', constraints: { amount: { max: 500 } } }] });
+    const reg = await registerAgent(keys, {
+      name: 'invoice-bot',
+      mode: 'autonomous',
+      reason: 'nightly billing',
+      capabilities: ['getInvoice', { name: 'createInvoice', constraints: { amount: { max: 500 } } }],
+    });
     expect(reg.status).toBe(201);
     expect(reg.json).toMatchObject({ agent_id: `agt_${keys.thumbprint}`, host_id: 'laptop-host', status: 'active', mode: 'autonomous' });
     expect(reg.json.agent_capability_grants).toEqual([
@@ -84,7 +112,10 @@ describe('discovery, registration and host identity', () => {
       return { status: r.status, json: r.json };
     };
     const token = await agent.sign('capability_list');
-    expect(await listWith(['authorization', `Bearer ${token}`, 'authorization', `Bearer ${await agent.sign('capability_list')}`])).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
+    expect(await listWith(['authorization', `Bearer ${token}`, 'authorization', `Bearer ${await agent.sign('capability_list')}`])).toMatchObject({
+      status: 401,
+      json: { error: 'token_invalid' },
+    });
     expect(await listWith(['authorization', `Bearer ${token}, Bearer ${token}`])).toMatchObject({ status: 401 });
     expect(await listWith(['authorization', `Bearer ${token.slice(0, -4)}AAAA`])).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
     expect(await listWith(['authorization', 'Basic dXNlcjpwYXNz'])).toMatchObject({ status: 200, json: { capabilities: expect.any(Array) } });
@@ -101,7 +132,10 @@ describe('discovery, registration and host identity', () => {
     const after = await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') });
     expect(after).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
     // A revocation cannot be undone by registering the key again.
-    expect(await registerAgent(keys, { name: 'invoice-bot' })).toMatchObject({ status: 403, json: { error: 'capability_denied', message: expect.stringMatching(/revoked/) } });
+    expect(await registerAgent(keys, { name: 'invoice-bot' })).toMatchObject({
+      status: 403,
+      json: { error: 'capability_denied', message: expect.stringMatching(/revoked/) },
+    });
   });
 
   it('refuses registration tokens that are replayed, expired, from an unknown host, or asking for more than the host may grant', async () => {
@@ -112,7 +146,10 @@ describe('discovery, registration and host identity', () => {
     const old = await host.sign(ISSUER, { agentPublicKey: keys.publicJwk, now: Math.floor(Date.now() / 1000) - 600 });
     expect(await registerAgent(keys, { name: 'a' }, old)).toMatchObject({ status: 401, json: { error: 'token_expired' } });
     const stranger = await createHostSigner((await generateAgentKeyPair()).privateJwk);
-    expect(await registerAgent(keys, { name: 'a' }, await stranger.sign(ISSUER, { agentPublicKey: keys.publicJwk }))).toMatchObject({ status: 401, json: { error: 'host_not_found' } });
+    expect(await registerAgent(keys, { name: 'a' }, await stranger.sign(ISSUER, { agentPublicKey: keys.publicJwk }))).toMatchObject({
+      status: 401,
+      json: { error: 'host_not_found' },
+    });
     const wrongAudience = await host.sign('https://other.example.com', { agentPublicKey: keys.publicJwk });
     expect(await registerAgent(keys, { name: 'a' }, wrongAudience)).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
     const other = await generateAgentKeyPair();
@@ -126,7 +163,7 @@ describe('discovery, registration and host identity', () => {
     expect(await registerAgent(other, { name: 'b' }, agentToken)).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
   });
 
-  it('refuses registration past the host\'s maxAgents; an operator can list and revoke on the admin listener', async () => {
+  it("refuses registration past the host's maxAgents; an operator can list and revoke on the admin listener", async () => {
     const list = async () => (await call(`${sidecar.adminUrl}/agents`, { token: ADMIN })).json.agents as { agent_id: string; status: string }[];
     // Earlier tests left one active agent (the other was revoked); maxAgents is 2.
     const active = (await list()).filter((a) => a.status === 'active');
@@ -156,16 +193,42 @@ describe('the register → call → revoke flow with the CLI', () => {
     const hostJwk = JSON.parse(hostPublic.stdout) as { x: string };
     expect(JSON.parse(await readFile(join(dir, 'host.public.jwk.json'), 'utf8')).x).toBe(hostJwk.x);
 
-    const env = await startTestSidecar({ policy: registrationPolicy({ publicJwk: hostJwk } as unknown as AgentKeyPair), logLevel: 'error', metrics: { processMetrics: false } });
+    const env = await startTestSidecar({
+      policy: registrationPolicy({ publicJwk: hostJwk } as unknown as AgentKeyPair),
+      logLevel: 'error',
+      metrics: { processMetrics: false },
+    });
     const { sidecar } = env;
     try {
       // The public key alone cannot register: the proof of possession needs the agent's private key.
-      const publicOnly = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.public.jwk.json'),
-        '--url', sidecar.url, '--name', 'report-bot']);
+      const publicOnly = await runCli([
+        'register',
+        '--host-key',
+        join(dir, 'host.private.jwk.json'),
+        '--agent-key',
+        join(dir, 'report-bot.public.jwk.json'),
+        '--url',
+        sidecar.url,
+        '--name',
+        'report-bot',
+      ]);
       expect(publicOnly.code).toBe(2);
       expect(publicOnly.stderr).toMatch(/needs the agent's private JWK/);
-      const reg = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.private.jwk.json'),
-        '--url', sidecar.url, '--name', 'report-bot', '--capability', 'getInvoice', '--reason', 'monthly reports']);
+      const reg = await runCli([
+        'register',
+        '--host-key',
+        join(dir, 'host.private.jwk.json'),
+        '--agent-key',
+        join(dir, 'report-bot.private.jwk.json'),
+        '--url',
+        sidecar.url,
+        '--name',
+        'report-bot',
+        '--capability',
+        'getInvoice',
+        '--reason',
+        'monthly reports',
+      ]);
       expect(reg.stderr).toBe('');
       expect(reg.code).toBe(0);
       const agent = JSON.parse(reg.stdout) as { agent_id: string; agent_capability_grants: unknown[] };
@@ -173,8 +236,19 @@ describe('the register → call → revoke flow with the CLI', () => {
       expect(agent.agent_capability_grants).toEqual([{ capability: 'getInvoice', status: 'active', constraints: {} }]);
       const token = await runCli(['token', '--key', join(dir, 'report-bot.private.jwk.json'), '--agent', agent.agent_id, '--capability', 'getInvoice']);
       expect((await call(`${sidecar.url}/invoices/inv-7`, { token: token.stdout.trim() })).status).toBe(200);
-      const refused = await runCli(['register', '--host-key', join(dir, 'host.private.jwk.json'), '--agent-key', join(dir, 'report-bot.private.jwk.json'),
-        '--url', sidecar.url, '--name', 'report-bot', '--capability', 'deleteInvoice']);
+      const refused = await runCli([
+        'register',
+        '--host-key',
+        join(dir, 'host.private.jwk.json'),
+        '--agent-key',
+        join(dir, 'report-bot.private.jwk.json'),
+        '--url',
+        sidecar.url,
+        '--name',
+        'report-bot',
+        '--capability',
+        'deleteInvoice',
+      ]);
       expect(refused.code).toBe(1);
       expect(JSON.parse(refused.stderr)).toMatchObject({ error: 'capability_denied' });
     } finally {
@@ -196,7 +270,8 @@ describe('registered agents follow the active policy', () => {
       const reg = await call(`${sidecar.url}/agent/register`, { method: 'POST', token, body });
       expect(reg.status).toBe(201);
       const agent = await createAgentSigner(keys.privateJwk, reg.json.agent_id);
-      const create = async () => call(`${sidecar.url}/invoices`, { method: 'POST', token: await agent.sign('createInvoice'), body: { amount: 150, currency: 'USD' } });
+      const create = async () =>
+        call(`${sidecar.url}/invoices`, { method: 'POST', token: await agent.sign('createInvoice'), body: { amount: 150, currency: 'USD' } });
       expect((await create()).status).toBe(200);
       // The host may now grant at most 100: the agent's recorded max 1000 is looser, so the grant is gone.
       expect((await sidecar.reloadPolicy(text.replace('amount: { max: 1000 }', 'amount: { max: 100 }'))).ok).toBe(true);
@@ -205,7 +280,10 @@ describe('registered agents follow the active policy', () => {
       // Without the host, its agents are unknown.
       const withoutHosts = text.slice(0, text.indexOf('hosts:'));
       expect((await sidecar.reloadPolicy(withoutHosts)).ok).toBe(true);
-      expect(await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') })).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
+      expect(await call(`${sidecar.url}/invoices/inv-1`, { token: await agent.sign('getInvoice') })).toMatchObject({
+        status: 401,
+        json: { error: 'agent_not_found' },
+      });
     } finally {
       await env.close();
     }
@@ -225,11 +303,14 @@ describe('registration proves possession of a safe agent key', () => {
     hostB = await createHostSigner(b.privateJwk);
     ({ sidecar, app } = await startTestSidecar({ policy: registrationPolicy(a, b), adminToken: ADMIN, logLevel: 'error', metrics: { processMetrics: false } }));
   });
-  afterAll(async () => { await sidecar.close(); await app.close(); });
+  afterAll(async () => {
+    await sidecar.close();
+    await app.close();
+  });
 
   const post = (token: string, body: Record<string, unknown>) => call(`${sidecar.url}/agent/register`, { method: 'POST', token, body });
 
-  it('host B cannot register host A\'s agent key: no proof, a proof by another key, or A\'s proof for A\'s token', async () => {
+  it("host B cannot register host A's agent key: no proof, a proof by another key, or A's proof for A's token", async () => {
     const agentOfA = await generateAgentKeyPair();
     // B knows only the public key (it is public). Today's code registered it for B, locking A out.
     const noProof = await post(await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk }), { name: 'squatter' });
@@ -237,12 +318,21 @@ describe('registration proves possession of a safe agent key', () => {
     // A proof B signs with a key of its own names the wrong thumbprint, or (claiming A's) fails the signature.
     const tokenB = await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk });
     const ownKey = await createAgentProof((await generateAgentKeyPair()).privateJwk, { hostToken: tokenB, audience: ISSUER });
-    expect(await post(tokenB, { name: 'squatter', agent_proof: ownKey })).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/iss is not the thumbprint/) } });
+    expect(await post(tokenB, { name: 'squatter', agent_proof: ownKey })).toMatchObject({
+      status: 401,
+      json: { error: 'proof_invalid', message: expect.stringMatching(/iss is not the thumbprint/) },
+    });
     const tokenB2 = await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk });
     const now = Math.floor(Date.now() / 1000);
-    const claimed = signClaims((await generateAgentKeyPair()).privateJwk, { alg: 'EdDSA', typ: 'agent-proof+jwt' },
-      { iss: agentOfA.thumbprint, aud: ISSUER, iat: now, exp: now + 60, ath: hostTokenHash(tokenB2) });
-    expect(await post(tokenB2, { name: 'squatter', agent_proof: claimed })).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/signature/) } });
+    const claimed = signClaims(
+      (await generateAgentKeyPair()).privateJwk,
+      { alg: 'EdDSA', typ: 'agent-proof+jwt' },
+      { iss: agentOfA.thumbprint, aud: ISSUER, iat: now, exp: now + 60, ath: hostTokenHash(tokenB2) },
+    );
+    expect(await post(tokenB2, { name: 'squatter', agent_proof: claimed })).toMatchObject({
+      status: 401,
+      json: { error: 'proof_invalid', message: expect.stringMatching(/signature/) },
+    });
     // A genuine proof by A's agent, seen on the wire, is bound to A's host token: attached to B's, it is refused.
     const fromA = await registration(hostA, agentOfA, { name: 'invoice-bot' });
     const stolen = await post(await hostB.sign(ISSUER, { agentPublicKey: agentOfA.publicJwk }), { name: 'squatter', agent_proof: fromA.body.agent_proof });
@@ -256,7 +346,10 @@ describe('registration proves possession of a safe agent key', () => {
     const keys = await generateAgentKeyPair();
     const token = await hostA.sign(ISSUER, { agentPublicKey: keys.publicJwk });
     const old = await createAgentProof(keys.privateJwk, { hostToken: token, audience: ISSUER, now: Math.floor(Date.now() / 1000) - 600 });
-    expect(await post(token, { name: 'a', agent_proof: old })).toMatchObject({ status: 401, json: { error: 'proof_invalid', message: expect.stringMatching(/expired/) } });
+    expect(await post(token, { name: 'a', agent_proof: old })).toMatchObject({
+      status: 401,
+      json: { error: 'proof_invalid', message: expect.stringMatching(/expired/) },
+    });
     const t2 = await hostA.sign(ISSUER, { agentPublicKey: keys.publicJwk });
     const elsewhere = await createAgentProof(keys.privateJwk, { hostToken: t2, audience: 'https://ledger.example.com' });
     expect(await post(t2, { name: 'a', agent_proof: elsewhere })).toMatchObject({ status: 401, json: { error: 'proof_invalid' } });
@@ -268,17 +361,27 @@ describe('registration proves possession of a safe agent key', () => {
   it('answers 400 invalid_agent_key for the small-order and non-canonical keys, and registers none of them', async () => {
     const { identitySignature, smallOrderPoints, nonCanonicalEncodings } = await import('../support/ed25519.js');
     const before = (await adminAgents()).length;
-    const unsafe = [...smallOrderPoints().map((s) => s.encoding), ...nonCanonicalEncodings().slice(0, 4).map((n) => n.encoding)];
+    const unsafe = [
+      ...smallOrderPoints().map((s) => s.encoding),
+      ...nonCanonicalEncodings()
+        .slice(0, 4)
+        .map((n) => n.encoding),
+    ];
     for (const bytes of unsafe) {
       const jwk = { kty: 'OKP', crv: 'Ed25519', x: bytes.toString('base64url') };
       // No proof can be made without a private key, but the key is refused first, and as what it is.
       const r = await post(await hostB.sign(ISSUER, { agentPublicKey: jwk }), { name: 'torsion' });
-      expect(r, bytes.toString('hex')).toMatchObject({ status: 400, json: { error: 'invalid_agent_key', message: expect.stringMatching(/small order|non-canonical/) } });
+      expect(r, bytes.toString('hex')).toMatchObject({
+        status: 400,
+        json: { error: 'invalid_agent_key', message: expect.stringMatching(/small order|non-canonical/) },
+      });
       // The forged token (R = identity, S = 0) that node:crypto would accept for this key names an agent that does not exist.
       const thumbprint = await thumbprintOf(jwk);
       const now = Math.floor(Date.now() / 1000);
       const h = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'agent+jwt' })).toString('base64url');
-      const p = Buffer.from(JSON.stringify({ sub: `agt_${thumbprint}`, iss: thumbprint, aud: 'getInvoice', iat: now, exp: now + 60, jti: `forged-${thumbprint}` })).toString('base64url');
+      const p = Buffer.from(
+        JSON.stringify({ sub: `agt_${thumbprint}`, iss: thumbprint, aud: 'getInvoice', iat: now, exp: now + 60, jti: `forged-${thumbprint}` }),
+      ).toString('base64url');
       const forged = await call(`${sidecar.url}/invoices/inv-1`, { token: `${h}.${p}.${identitySignature()}` });
       expect(forged).toMatchObject({ status: 401, json: { error: 'agent_not_found' } });
     }
@@ -294,7 +397,10 @@ describe('registration proves possession of a safe agent key', () => {
       return { status: r.status, json: r.json };
     };
     const dup = JSON.stringify(body).replace('{', '{"name":"second",');
-    expect(await raw('/agent/register', token, dup)).toMatchObject({ status: 400, json: { error: 'invalid_body', message: expect.stringMatching(/duplicate/i) } });
+    expect(await raw('/agent/register', token, dup)).toMatchObject({
+      status: 400,
+      json: { error: 'invalid_body', message: expect.stringMatching(/duplicate/i) },
+    });
     const ok = await registration(hostB, keys, { name: 'first' });
     const reg = await post(ok.token, ok.body);
     expect(reg.status).toBe(201);
@@ -321,10 +427,21 @@ describe('unsafe keys at the CLI', () => {
     await writeFile(file, registrationPolicy({ publicJwk: { x: identity } } as unknown as AgentKeyPair));
     const check = await runCli(['policy', 'check', file]);
     expect(check.code).toBe(1);
-    expect(check.stderr).toContain(`${file}:11:45: hosts[0].publicKey.x: Ed25519 public key refused: "x" is not a safe Ed25519 public key: the identity point (small order)`);
+    expect(check.stderr).toContain(
+      `${file}:11:45: hosts[0].publicKey.x: Ed25519 public key refused: "x" is not a safe Ed25519 public key: the identity point (small order)`,
+    );
 
     const torsion = join(dir, 'torsion.jwk.json');
-    await writeFile(torsion, JSON.stringify({ kty: 'OKP', crv: 'Ed25519', x: smallOrderPoints().find((s) => s.order === 8)!.encoding.toString('base64url') }));
+    await writeFile(
+      torsion,
+      JSON.stringify({
+        kty: 'OKP',
+        crv: 'Ed25519',
+        x: smallOrderPoints()
+          .find((s) => s.order === 8)!
+          .encoding.toString('base64url'),
+      }),
+    );
     const pub = await runCli(['keygen', '--public-of', torsion]);
     expect(pub.code).toBe(1);
     expect(pub.stderr).toMatch(/small order/);

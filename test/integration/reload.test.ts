@@ -26,7 +26,8 @@ async function signer() {
   return createAgentSigner(jwk, 'agent-billing-bot');
 }
 
-const policyHashes = async (adminUrl: string) => [...(await scrape(adminUrl)).samples.keys()].filter((k) => k.startsWith('agents_chain_policy_info{')).map((k) => /hash="([0-9a-f]+)"/.exec(k)![1]);
+const policyHashes = async (adminUrl: string) =>
+  [...(await scrape(adminUrl)).samples.keys()].filter((k) => k.startsWith('agents_chain_policy_info{')).map((k) => /hash="([0-9a-f]+)"/.exec(k)![1]);
 
 describe('live policy reload', () => {
   it('200 reloads, valid and invalid interleaved, under load: no failed call, invalid versions never serve', async () => {
@@ -49,7 +50,9 @@ describe('live policy reload', () => {
         // Valid versions differ (so each one is a real change); invalid ones break the schema or a reference.
         const text = valid
           ? base.replace('description: Billing API', `description: Billing API v${i}`)
-          : i % 4 === 1 ? base.replace('capability: getInvoice', 'capability: noSuchCapability') : `${base}\nbogus_key: true\n`;
+          : i % 4 === 1
+            ? base.replace('capability: getInvoice', 'capability: noSuchCapability')
+            : `${base}\nbogus_key: true\n`;
         await writeFile(file, text);
         const before = sidecar.policyHash;
         const r = await sidecar.reloadPolicy();
@@ -86,10 +89,16 @@ describe('live policy reload', () => {
   it('a call in flight finishes under the policy it started with', async () => {
     const { file, base } = await examplePolicyFile();
     let release!: () => void;
-    const held = new Promise<void>((r) => { release = r; });
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
     const env = await startTestSidecar({ policyFile: file, logLevel: 'error', metrics: { processMetrics: false } });
     const { sidecar, app } = env;
-    app.handler = (_r, res) => void held.then(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); });
+    app.handler = (_r, res) =>
+      void held.then(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
     try {
       const bot = await signer();
       const inFlight = call(sidecar, { path: '/invoices/inv-1', token: await bot.sign('getInvoice') });
@@ -117,7 +126,10 @@ describe('live policy reload', () => {
     await symlink('..v1', join(dir, '..data'));
     await symlink('..data/policy.yaml', join(dir, 'policy.yaml'));
     const app = await startRecorder();
-    const sc = await startCli(['serve', '--policy', join(dir, 'policy.yaml'), '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'], /sidecar listening/);
+    const sc = await startCli(
+      ['serve', '--policy', join(dir, 'policy.yaml'), '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'],
+      /sidecar listening/,
+    );
     const admin = JSON.parse(sc.line).admin as string;
     try {
       const first = (await policyHashes(admin))[0];

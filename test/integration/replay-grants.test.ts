@@ -11,21 +11,42 @@ import { call, expectDenied } from '../support/http.js';
 describe('an agent without grants cannot fill the replay window', () => {
   const BOUND = 4;
   let env: TestSidecar;
-  beforeAll(async () => { env = await startTestSidecar({ replayMaxEntries: BOUND }); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startTestSidecar({ replayMaxEntries: BOUND });
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   it('many calls from an agent with no active grant spend no room; a granted agent still passes', async () => {
     const seen = env.app.requests.length;
     // "other" holds a revoked getInvoice, an expired listInvoices and nothing else.
     for (let i = 0; i < BOUND * 5; i++) {
-      const [path, aud] = ([['/invoices/inv-1', 'getInvoice'], ['/invoices?customerId=c-100', 'listInvoices'], ['/invoices/inv-1/refund', 'refundInvoice']] as const)[i % 3]!;
-      const r = await call(env, { method: aud === 'refundInvoice' ? 'POST' : 'GET', path, token: await env.other.signer.sign(aud), ...(aud === 'refundInvoice' ? { body: '{}' } : {}) });
+      const [path, aud] = (
+        [
+          ['/invoices/inv-1', 'getInvoice'],
+          ['/invoices?customerId=c-100', 'listInvoices'],
+          ['/invoices/inv-1/refund', 'refundInvoice'],
+        ] as const
+      )[i % 3]!;
+      const r = await call(env, {
+        method: aud === 'refundInvoice' ? 'POST' : 'GET',
+        path,
+        token: await env.other.signer.sign(aud),
+        ...(aud === 'refundInvoice' ? { body: '{}' } : {}),
+      });
       expectDenied(env, seen, r, 403, 'capability_denied');
     }
     // The sidecar's own agent endpoints: refused before a jti is spent too.
     for (let i = 0; i < BOUND * 2; i++) {
       expectDenied(env, seen, await call(env, { path: '/capability/list', token: await env.other.signer.sign('capability_list') }), 403, 'capability_denied');
-      expectDenied(env, seen, await call(env, { path: '/agent/constraints', token: await env.other.signer.sign('constraint_context') }), 403, 'capability_denied');
+      expectDenied(
+        env,
+        seen,
+        await call(env, { path: '/agent/constraints', token: await env.other.signer.sign('constraint_context') }),
+        403,
+        'capability_denied',
+      );
     }
     // Without a token the list still answers anyone.
     expect((await call(env, { path: '/capability/list' })).status).toBe(200);
@@ -46,8 +67,12 @@ describe('an agent without grants cannot fill the replay window', () => {
 
 describe('agent endpoints for an agent holding a grant', () => {
   let env: TestSidecar;
-  beforeAll(async () => { env = await startTestSidecar(); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startTestSidecar();
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   it('still answer, spend the jti, and refuse its replay', async () => {
     const token = await env.bot.signer.sign('capability_list');

@@ -19,7 +19,6 @@ import { until } from '../support/until.js';
  * the real sidecar.
  */
 
-
 function metric(text: string, name: string, labels = ''): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   return line ? Number(line.split(' ')[1]) : NaN;
@@ -29,23 +28,44 @@ function metric(text: string, name: string, labels = ''): number {
  * The clock of the sidecars and the agent in a test. After a detected loss, tokens issued up to 30 s
  * after it are refused (the tolerated skew); `advance` lets those 30 s pass without waiting for them.
  */
-interface Clock { now(): number; advance(ms: number): void }
+interface Clock {
+  now(): number;
+  advance(ms: number): void;
+}
 function testClock(): Clock {
   let offset = 0;
-  return { now: () => Date.now() + offset, advance: (ms) => { offset += ms; } };
+  return {
+    now: () => Date.now() + offset,
+    advance: (ms) => {
+      offset += ms;
+    },
+  };
 }
 /** Past the refusal of fresh tokens after a reset (30 s of skew, and a second of rounding). */
 const PAST_SKEW_MS = 31_500;
 
-interface Running { logs: string[]; adminUrl: string; agents: { bot: TestAgent; other: TestAgent }; clock: Clock; call(token: string): Promise<{ status: number; error?: string }>; fresh(): Promise<string>; close(): Promise<void> }
+interface Running {
+  logs: string[];
+  adminUrl: string;
+  agents: { bot: TestAgent; other: TestAgent };
+  clock: Clock;
+  call(token: string): Promise<{ status: number; error?: string }>;
+  fresh(): Promise<string>;
+  close(): Promise<void>;
+}
 
 /** A real sidecar (in process) in front of a real app, its replay window in the Redis at `url`; agents and clock shared when given. */
 async function sidecarOn(url: string, agents?: { bot: TestAgent; other: TestAgent }, clock: Clock = testClock()): Promise<Running> {
   const env = await startTestSidecar({ agents, redis: { url, prefix: testPrefix('reset') }, metrics: { processMetrics: false }, now: clock.now });
   const { bot, other } = env;
   return {
-    logs: env.logs, adminUrl: env.adminUrl, clock,
-    call: async (token) => { const r = await call(env, { path: '/invoices/inv-1', token }); return { status: r.status, error: r.json?.error }; },
+    logs: env.logs,
+    adminUrl: env.adminUrl,
+    clock,
+    call: async (token) => {
+      const r = await call(env, { path: '/invoices/inv-1', token });
+      return { status: r.status, error: r.json?.error };
+    },
     fresh: () => bot.signer.sign('getInvoice', { now: Math.floor(clock.now() / 1000) }),
     agents: { bot, other },
     close: () => env.close(),
@@ -68,7 +88,14 @@ function replayLoop(s: Running, tokens: string[]): { attempts(): number; stop():
       }
     }
   });
-  return { attempts: () => attempts, async stop() { stopped = true; await Promise.all(workers); return { accepted, codes }; } };
+  return {
+    attempts: () => attempts,
+    async stop() {
+      stopped = true;
+      await Promise.all(workers);
+      return { accepted, codes };
+    },
+  };
 }
 
 /** Fresh calls in a loop; the tokens that passed are kept (they are "used"). */
@@ -81,7 +108,13 @@ function loadLoop(s: Running): { used: string[]; stop(): Promise<void> } {
       if ((await s.call(t)).status === 200) used.push(t);
     }
   })();
-  return { used, async stop() { stopped = true; await run; } };
+  return {
+    used,
+    async stop() {
+      stopped = true;
+      await run;
+    },
+  };
 }
 
 /** Until the sidecar serves fresh tokens: a Redis new to it is a loss (fail closed), so the first 30 s are let pass. */
@@ -142,7 +175,10 @@ describe('a Redis that restarts empty (kill -9, no persistence)', () => {
     expect(warned.length).toBeGreaterThan(0);
     expect(JSON.parse(warned[0]!)).toMatchObject({ level: 'warn' });
     const m = (await call(s.adminUrl, { path: '/metrics' })).text;
-    expect(metric(m, 'agents_chain_replay_store_resets_total', '{cause="marker_missing"}') + metric(m, 'agents_chain_replay_store_resets_total', '{cause="server_changed"}')).toBeGreaterThanOrEqual(1);
+    expect(
+      metric(m, 'agents_chain_replay_store_resets_total', '{cause="marker_missing"}') +
+        metric(m, 'agents_chain_replay_store_resets_total', '{cause="server_changed"}'),
+    ).toBeGreaterThanOrEqual(1);
     expect(metric(m, 'agents_chain_denials_total', '{capability="getInvoice",reason="replay_window_reset"}')).toBeGreaterThan(0);
   }, 30_000);
 
@@ -227,19 +263,30 @@ async function snapshotRedis(): Promise<{ url: string; start(): Promise<void>; k
   const dir = await mkdtemp(join(tmpdir(), 'agents-chain-rdb-'));
   let child: ChildProcess | undefined;
   return {
-    url: `redis://127.0.0.1:${port}`, dir,
+    url: `redis://127.0.0.1:${port}`,
+    dir,
     async start() {
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--dbfilename', 'dump.rdb', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      child = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--dbfilename', 'dump.rdb', '--save', '', '--appendonly', 'no'],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
       await new Promise<void>((resolve, reject) => {
         let out = '';
-        child!.stdout!.on('data', (d) => { out += d; if (/Ready to accept connections/.test(out)) resolve(); });
+        child!.stdout!.on('data', (d) => {
+          out += d;
+          if (/Ready to accept connections/.test(out)) resolve();
+        });
         child!.on('exit', (code) => reject(new Error(`redis-server exited ${code}: ${out}`)));
       });
     },
     async kill() {
       if (!child || child.exitCode !== null) return;
       const c = child;
-      await new Promise<void>((resolve) => { c.once('exit', () => resolve()); c.kill('SIGKILL'); });
+      await new Promise<void>((resolve) => {
+        c.once('exit', () => resolve());
+        c.kill('SIGKILL');
+      });
     },
   };
 }
@@ -248,7 +295,10 @@ describe('a Redis restarted from a stale snapshot (the marker survived, the last
   it('the changed run_id is a reset: tokens used after the snapshot are not accepted again', async () => {
     const redis = await snapshotRedis();
     await redis.start();
-    cleanup.push(async () => { await redis.kill(); await rm(redis.dir, { recursive: true, force: true }); });
+    cleanup.push(async () => {
+      await redis.kill();
+      await rm(redis.dir, { recursive: true, force: true });
+    });
     const s = await sidecarOn(redis.url);
     cleanup.push(() => s.close());
     await warm(s);
@@ -281,7 +331,10 @@ describe('a Redis restarted from a stale snapshot that no sidecar survives', () 
   async function staleRestart(opts: { idleSurvivor: boolean }) {
     const redis = await snapshotRedis();
     await redis.start();
-    cleanup.push(async () => { await redis.kill(); await rm(redis.dir, { recursive: true, force: true }); });
+    cleanup.push(async () => {
+      await redis.kill();
+      await rm(redis.dir, { recursive: true, force: true });
+    });
     await seedReplayWindow(redis.url); // a Redis in service for long: an old marker, its process checked
     const clock = testClock();
     const a = await sidecarOn(redis.url, undefined, clock);

@@ -6,11 +6,19 @@ import { rawSocketRequest } from '../support/raw-socket.js';
 /** Every malformed request is refused with a JSON error and never reaches the app. */
 describe('request shape', () => {
   let env: TestSidecar;
-  beforeAll(async () => { env = await startTestSidecar(); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startTestSidecar();
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   const token = (cap: string) => env.bot.signer.sign(cap);
-  const raw = (head: string, body = '') => rawSocketRequest(env.sidecar.url, `${head}\r\nHost: sidecar\r\nConnection: close\r\n${body ? `Content-Length: ${Buffer.byteLength(body)}\r\n` : ''}\r\n${body}`);
+  const raw = (head: string, body = '') =>
+    rawSocketRequest(
+      env.sidecar.url,
+      `${head}\r\nHost: sidecar\r\nConnection: close\r\n${body ? `Content-Length: ${Buffer.byteLength(body)}\r\n` : ''}\r\n${body}`,
+    );
 
   describe('routes', () => {
     it('404 unknown_route for an unmapped path or method', async () => {
@@ -47,7 +55,10 @@ describe('request shape', () => {
 
     it('400 invalid_header for a repeated Content-Type', async () => {
       const seen = env.app.requests.length;
-      const r = await raw(`POST /invoices HTTP/1.1\r\nAuthorization: Bearer ${await token('createInvoice')}\r\nContent-Type: application/json\r\nContent-Type: text/plain`, invoice());
+      const r = await raw(
+        `POST /invoices HTTP/1.1\r\nAuthorization: Bearer ${await token('createInvoice')}\r\nContent-Type: application/json\r\nContent-Type: text/plain`,
+        invoice(),
+      );
       expectDenied(env, seen, { status: r.status, json: r.json() }, 400, 'invalid_header');
     });
   });
@@ -98,9 +109,7 @@ describe('request shape', () => {
       const seen = env.app.requests.length;
       const r = await post(JSON.stringify({ customerId: 'c-100', amount: '500', currency: 'USD', customer: { tier: null } }));
       expectDenied(env, seen, r, 403, 'constraint_violated');
-      expect(r.json.violations.map((v: any) => `${v.field}:${v.constraint}`)).toEqual([
-        'amount:max', 'amount:min', 'customer.tier:not_in', 'dryRun:exact',
-      ]);
+      expect(r.json.violations.map((v: any) => `${v.field}:${v.constraint}`)).toEqual(['amount:max', 'amount:min', 'customer.tier:not_in', 'dryRun:exact']);
     });
 
     it('constraint_violated for an empty body on a constrained route', async () => {
@@ -119,16 +128,24 @@ describe('request shape', () => {
   describe('body limit', () => {
     it('413 when Content-Length is over the limit, before reading the body', async () => {
       const seen = env.app.requests.length;
-      const r = await call(env, { method: 'PUT', path: '/uploads', token: await token('upload'), body: 'x'.repeat(65), headers: { 'content-type': 'application/octet-stream' } });
+      const r = await call(env, {
+        method: 'PUT',
+        path: '/uploads',
+        token: await token('upload'),
+        body: 'x'.repeat(65),
+        headers: { 'content-type': 'application/octet-stream' },
+      });
       expectDenied(env, seen, r, 413, 'body_too_large');
     });
 
     it('413 when a chunked body crosses the limit', async () => {
       const seen = env.app.requests.length;
       const chunk = 'y'.repeat(40);
-      const r = await rawSocketRequest(env.sidecar.url,
+      const r = await rawSocketRequest(
+        env.sidecar.url,
         `PUT /uploads HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer ${await token('upload')}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n` +
-        `28\r\n${chunk}\r\n28\r\n${chunk}\r\n0\r\n\r\n`);
+          `28\r\n${chunk}\r\n28\r\n${chunk}\r\n0\r\n\r\n`,
+      );
       expectDenied(env, seen, { status: r.status, json: r.json() }, 413, 'body_too_large');
     });
 
@@ -139,7 +156,13 @@ describe('request shape', () => {
     });
 
     it('forwards an unconstrained body within the limit', async () => {
-      const r = await call(env, { method: 'PUT', path: '/uploads', token: await token('upload'), body: 'x'.repeat(64), headers: { 'content-type': 'application/octet-stream' } });
+      const r = await call(env, {
+        method: 'PUT',
+        path: '/uploads',
+        token: await token('upload'),
+        body: 'x'.repeat(64),
+        headers: { 'content-type': 'application/octet-stream' },
+      });
       expect(r.status).toBe(200);
       expect(env.app.requests.at(-1)!.body.toString()).toBe('x'.repeat(64));
     });

@@ -11,14 +11,27 @@ import { call } from '../support/http.js';
 import { startRecorder } from '../support/recorder.js';
 import { until } from '../support/until.js';
 
-interface Phase { time: string; msg: string; phase?: string }
+interface Phase {
+  time: string;
+  msg: string;
+  phase?: string;
+}
 
 /** The sidecar's JSON log lines that name a shutdown phase. */
 function phases(output: string): Phase[] {
-  return output.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Phase).filter((l) => l.phase);
+  return output
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Phase)
+    .filter((l) => l.phase);
 }
 
-interface Exchange { status: number; localPort: number; connection?: string; body: string }
+interface Exchange {
+  status: number;
+  localPort: number;
+  connection?: string;
+  body: string;
+}
 
 /**
  * One GET on a connection of `agent`'s (agent: false opens a new TCP connection for this call alone). Not `call`
@@ -43,8 +56,22 @@ describe('signals during a drain', () => {
   it('a second SIGTERM does not cut the drain short: the sidecar still stops cleanly, exit 0', async () => {
     requireBuild();
     const app = await startRecorder();
-    const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
-      '--drain-delay-ms', '1500'], /sidecar listening/);
+    const sc = await startCli(
+      [
+        'serve',
+        '--policy',
+        `${ROOT}config/examples/billing.yaml`,
+        '--upstream',
+        app.url,
+        '--listen',
+        '127.0.0.1:0',
+        '--admin',
+        '127.0.0.1:0',
+        '--drain-delay-ms',
+        '1500',
+      ],
+      /sidecar listening/,
+    );
     try {
       const exited = once(sc.child, 'exit');
       sc.child.kill('SIGTERM');
@@ -69,11 +96,38 @@ describe('graceful shutdown', () => {
     // The app holds every call until the test has seen the drain begin: they are in flight through SIGTERM.
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
-    app.handler = (_r, res) => void held.then(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); });
+    app.handler = (_r, res) =>
+      void held.then(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      });
     const exported = join(dir, 'audit.jsonl');
-    const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
-      '--audit-key-file', keyFile, '--audit-spool', join(dir, 'spool'), '--audit-export', `file:${exported}`, '--shutdown-grace-ms', '4000', '--audit-drain-ms', '2000',
-      '--drain-delay-ms', '0'], /sidecar listening/); // the grace alone: the rollout test below covers the delay
+    const sc = await startCli(
+      [
+        'serve',
+        '--policy',
+        `${ROOT}config/examples/billing.yaml`,
+        '--upstream',
+        app.url,
+        '--listen',
+        '127.0.0.1:0',
+        '--admin',
+        '127.0.0.1:0',
+        '--audit-key-file',
+        keyFile,
+        '--audit-spool',
+        join(dir, 'spool'),
+        '--audit-export',
+        `file:${exported}`,
+        '--shutdown-grace-ms',
+        '4000',
+        '--audit-drain-ms',
+        '2000',
+        '--drain-delay-ms',
+        '0',
+      ],
+      /sidecar listening/,
+    ); // the grace alone: the rollout test below covers the delay
     const { listen, admin } = JSON.parse(sc.line) as { listen: string; admin: string };
     const bot = await createAgentSigner(JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8')), 'agent-billing-bot');
     try {
@@ -92,7 +146,10 @@ describe('graceful shutdown', () => {
       expect(Date.now() - t0).toBeLessThan(6000);
       // Every call's entry reached the exporter; nothing was left behind in the spool.
       const decrypted = await runCli(['audit', 'decrypt', '--audit-key-file', keyFile, exported]);
-      const entries = decrypted.stdout.trim().split('\n').map((l) => JSON.parse(l) as { jti: string; status: number });
+      const entries = decrypted.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { jti: string; status: number });
       expect(entries.filter((e) => e.jti?.startsWith('shutdown-')).map((e) => e.status)).toEqual(Array(10).fill(200));
       expect((await readdir(join(dir, 'spool'))).filter((f) => f.endsWith('.batch'))).toEqual([]);
     } finally {
@@ -110,12 +167,31 @@ describe('graceful shutdown', () => {
     let releaseHeld!: () => void;
     const held = new Promise<void>((r) => (releaseHeld = r));
     app.handler = (r, res) => {
-      const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"ok":true}'); };
+      const answer = (): void => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"ok":true}');
+      };
       if (r.url === '/invoices/inv-held') void held.then(answer);
       else answer();
     };
-    const sc = await startCli(['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', app.url, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0',
-      '--drain-delay-ms', String(DELAY), '--shutdown-grace-ms', '10000'], /sidecar listening/);
+    const sc = await startCli(
+      [
+        'serve',
+        '--policy',
+        `${ROOT}config/examples/billing.yaml`,
+        '--upstream',
+        app.url,
+        '--listen',
+        '127.0.0.1:0',
+        '--admin',
+        '127.0.0.1:0',
+        '--drain-delay-ms',
+        String(DELAY),
+        '--shutdown-grace-ms',
+        '10000',
+      ],
+      /sidecar listening/,
+    );
     const { listen, admin } = JSON.parse(sc.line) as { listen: string; admin: string };
     const bot = await createAgentSigner(JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8')), 'agent-billing-bot');
     const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -242,7 +318,9 @@ describe('graceful shutdown', () => {
     const { startApprovalEnv } = await import('../support/approvals.js');
     const env = await startApprovalEnv({ shutdownGraceMs: 1500 });
     const waiting = call(env, {
-      method: 'POST', path: '/agent/request-permission', token: await env.bot.signer.sign('request_permission'),
+      method: 'POST',
+      path: '/agent/request-permission',
+      token: await env.bot.signer.sign('request_permission'),
       body: { capability: 'send_sms', args: { to: '+1', body: 'x' }, reason: 'shutdown test' },
     });
     await env.inbox.nextRequest();

@@ -7,8 +7,12 @@ import { nonCanonical, signRaw, tokenWith } from '../support/tokens.js';
 /** The seed's nine verification steps, each failing through the real sidecar in front of a real app. */
 describe('token verification through the sidecar', () => {
   let env: TestSidecar;
-  beforeAll(async () => { env = await startTestSidecar(); });
-  afterAll(async () => { await env.close(); });
+  beforeAll(async () => {
+    env = await startTestSidecar();
+  });
+  afterAll(async () => {
+    await env.close();
+  });
 
   const now = () => Math.floor(Date.now() / 1000);
   const claims = (over: Record<string, unknown> = {}) => ({ sub: env.bot.id, iss: env.bot.keys.thumbprint, aud: 'createInvoice', ...over });
@@ -52,7 +56,11 @@ describe('token verification through the sidecar', () => {
 
     it('token_invalid on duplicate keys in the header or the payload', async () => {
       const seen = env.app.requests.length;
-      const dupHeader = signRaw(env.bot.privateJwk, '{"alg":"EdDSA","typ":"agent+jwt","typ":"agent+jwt"}', JSON.stringify({ ...claims(), iat: now(), exp: now() + 60, jti: 'x1' }));
+      const dupHeader = signRaw(
+        env.bot.privateJwk,
+        '{"alg":"EdDSA","typ":"agent+jwt","typ":"agent+jwt"}',
+        JSON.stringify({ ...claims(), iat: now(), exp: now() + 60, jti: 'x1' }),
+      );
       expectDenied(env, seen, await post(dupHeader), 401, 'token_invalid');
       const body = JSON.stringify({ ...claims(), iat: now(), exp: now() + 60, jti: 'x2' });
       const dupPayload = signRaw(env.bot.privateJwk, '{"alg":"EdDSA","typ":"agent+jwt"}', body.replace('{', '{"aud":"getInvoice",'));
@@ -73,9 +81,11 @@ describe('token verification through the sidecar', () => {
       const t1 = await env.bot.signer.sign('createInvoice');
       const t2 = await env.bot.signer.sign('createInvoice');
       const body = invoice();
-      const r = await rawSocketRequest(env.sidecar.url,
+      const r = await rawSocketRequest(
+        env.sidecar.url,
         `POST /invoices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t1}\r\nauthorization: Bearer ${t2}\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
       expectDenied(env, seen, { status: r.status, json: r.json() }, 401, 'token_invalid');
     });
   });
@@ -144,7 +154,11 @@ describe('token verification through the sidecar', () => {
 
     it('token_invalid for a lifetime over 60 s, exp before iat, or iat in the future', async () => {
       const seen = env.app.requests.length;
-      for (const bad of [{ iat: now(), exp: now() + 61 }, { iat: now(), exp: now() - 1 }, { iat: now() + 45, exp: now() + 60 }]) {
+      for (const bad of [
+        { iat: now(), exp: now() + 61 },
+        { iat: now(), exp: now() - 1 },
+        { iat: now() + 45, exp: now() + 60 },
+      ]) {
         expectDenied(env, seen, await post(tokenWith(env.bot.privateJwk, claims(bad))), 401, 'token_invalid');
       }
     });
@@ -193,7 +207,10 @@ describe('token verification through the sidecar', () => {
     const r = await post(await env.bot.signer.sign('createInvoice'), invoice({ amount: 5000, currency: 'GBP', customer: { tier: 'internal' }, dryRun: true }));
     expectDenied(env, seen, r, 403, 'constraint_violated');
     expect(r.json.violations.map((v: { field: string; constraint: string }) => `${v.field}:${v.constraint}`)).toEqual([
-      'amount:max', 'currency:in', 'customer.tier:not_in', 'dryRun:exact',
+      'amount:max',
+      'currency:in',
+      'customer.tier:not_in',
+      'dryRun:exact',
     ]);
     expect(r.json.violations[0]).toEqual({ field: 'amount', constraint: 'max', expected: 1000, actual: 5000, message: expect.stringContaining('1000') });
   });
@@ -206,7 +223,10 @@ describe('token verification through the sidecar', () => {
 
   it('logs each denial as one JSON line with agent, capability and code', async () => {
     await post(await env.bot.signer.sign('getInvoice'));
-    const line = env.logs.map((l) => JSON.parse(l)).reverse().find((l) => l.msg === 'call denied');
+    const line = env.logs
+      .map((l) => JSON.parse(l))
+      .reverse()
+      .find((l) => l.msg === 'call denied');
     expect(line).toMatchObject({ level: 'warn', capability: 'createInvoice', claimedAgent: 'agent-billing-bot', code: 'capability_denied', status: 403 });
     expect(typeof line.requestId).toBe('string');
   });

@@ -16,7 +16,8 @@ const IMAGE = 'registry.example.com/agents-chain:0.1.0';
 
 function pod(annotations: Record<string, string>) {
   return {
-    apiVersion: 'v1', kind: 'Pod',
+    apiVersion: 'v1',
+    kind: 'Pod',
     metadata: { generateName: 'billing-7d9f-', namespace: 'billing', labels: { app: 'billing' }, annotations },
     spec: { containers: [{ name: 'app', image: 'registry.example.com/billing:1.4.2', ports: [{ name: 'http', containerPort: 3000 }] }] },
   };
@@ -34,16 +35,33 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
     const tls = new Agent({ connect: { ca: await readFile(cert) } });
     const review = async (object: unknown, uid: string, path = '/mutate') => {
       const r = await call(url, {
-        method: 'POST', path, dispatcher: tls,
-        body: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object } },
+        method: 'POST',
+        path,
+        dispatcher: tls,
+        body: {
+          apiVersion: 'admission.k8s.io/v1',
+          kind: 'AdmissionReview',
+          request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object },
+        },
       });
-      return { status: r.status, json: r.json as { apiVersion: string; kind: string; response: { uid: string; allowed: boolean; patchType?: string; patch?: string; warnings?: string[]; status?: { code: number; message: string } } } };
+      return {
+        status: r.status,
+        json: r.json as {
+          apiVersion: string;
+          kind: string;
+          response: { uid: string; allowed: boolean; patchType?: string; patch?: string; warnings?: string[]; status?: { code: number; message: string } };
+        },
+      };
     };
     try {
       const annotated = pod({ 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'billing-policy', 'agents-chain.io/upstream-port': '3000' });
       const r = await review(annotated, 'uid-1');
       expect(r.status).toBe(200);
-      expect(r.json).toMatchObject({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-1', allowed: true, patchType: 'JSONPatch' } });
+      expect(r.json).toMatchObject({
+        apiVersion: 'admission.k8s.io/v1',
+        kind: 'AdmissionReview',
+        response: { uid: 'uid-1', allowed: true, patchType: 'JSONPatch' },
+      });
       const patched = applyPatch(annotated, r.json.response.patch!);
       const expected = injectPodTemplate(annotated, { ...INJECT_DEFAULTS, image: IMAGE }, { kind: 'Pod' });
       if (expected.outcome !== 'injected') throw new Error(expected.outcome);
@@ -60,8 +78,16 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       // A pod that asks for the sidecar and cannot get it is denied, with the reasons: the rollout stops and says why.
       for (const [uid, annotations, reason] of [
         ['uid-4', { 'agents-chain.io/inject': 'true' }, /agents-chain.io\/policy .* is required/],
-        ['uid-5', { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'p', 'agents-chain.io/port': 'http' }, /agents-chain.io\/port must be a port number/],
-        ['uid-6', { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'p', 'agents-chain.io/admin-port': '3000' }, /port 3000 of container app is also the sidecar's/],
+        [
+          'uid-5',
+          { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'p', 'agents-chain.io/port': 'http' },
+          /agents-chain.io\/port must be a port number/,
+        ],
+        [
+          'uid-6',
+          { 'agents-chain.io/inject': 'true', 'agents-chain.io/policy': 'p', 'agents-chain.io/admin-port': '3000' },
+          /port 3000 of container app is also the sidecar's/,
+        ],
       ] as const) {
         const denied = await review(pod(annotations), uid);
         expect(denied.status).toBe(200);
@@ -82,7 +108,9 @@ describe('agents-chain webhook (mutating admission, AdmissionReview v1 over HTTP
       // The guard (a validating webhook over the namespaces the injector does not watch): an annotated pod without the sidecar is refused.
       const guarded = await review(annotated, 'uid-10', '/validate');
       expect(guarded.json.response).toMatchObject({ uid: 'uid-10', allowed: false, status: { code: 403 } });
-      expect(guarded.json.response.status!.message).toMatch(/not watched by the agents-chain injection webhook \(label it agents-chain.io\/injection=enabled\)/);
+      expect(guarded.json.response.status!.message).toMatch(
+        /not watched by the agents-chain injection webhook \(label it agents-chain.io\/injection=enabled\)/,
+      );
       expect((await review(patched, 'uid-11', '/validate')).json.response).toEqual({ uid: 'uid-11', allowed: true });
       // An injected pod edited to run in the node's network (the capture rules would rewrite the node's): refused.
       const onHost = await review({ ...patched, spec: { ...patched.spec, hostNetwork: true } }, 'uid-14', '/validate');
@@ -110,10 +138,14 @@ describe('agents-chain webhook follows certificate renewals', () => {
     issue('first');
     const wh = await startCli(['webhook', '--tls-cert', cert, '--tls-key', key, '--listen', '127.0.0.1:0', '--tls-reload-ms', '200'], /webhook listening/);
     const { port } = new URL((JSON.parse(wh.line) as { listen: string }).listen);
-    const served = () => new Promise<string>((resolve, reject) => {
-      const s = connect({ host: '127.0.0.1', port: Number(port), rejectUnauthorized: false }, () => { resolve(String(s.getPeerCertificate().subject.CN)); s.end(); });
-      s.on('error', reject);
-    });
+    const served = () =>
+      new Promise<string>((resolve, reject) => {
+        const s = connect({ host: '127.0.0.1', port: Number(port), rejectUnauthorized: false }, () => {
+          resolve(String(s.getPeerCertificate().subject.CN));
+          s.end();
+        });
+        s.on('error', reject);
+      });
     try {
       expect(await served()).toBe('first');
       // A certificate whose key is not (yet) the one beside it: refused, the previous pair stays.

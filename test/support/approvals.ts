@@ -36,10 +36,22 @@ export async function startInbox(): Promise<Inbox> {
     messages,
     nextRequest: () => {
       const pending = messages.find((m) => m.event === 'access_request' && !seen.has(m.requestId));
-      if (pending) { seen.add(pending.requestId); return Promise.resolve(pending); }
-      return new Promise((resolve) => waiters.push((m) => { seen.add(m.requestId); resolve(m); }));
+      if (pending) {
+        seen.add(pending.requestId);
+        return Promise.resolve(pending);
+      }
+      return new Promise((resolve) =>
+        waiters.push((m) => {
+          seen.add(m.requestId);
+          resolve(m);
+        }),
+      );
     },
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -55,7 +67,10 @@ export interface ApprovalEnv {
   close(): Promise<void>;
 }
 
-export function smsPolicy(bots: TestAgent[], opts: { ttl?: string; webhookUrl: string; envelope?: string; violationStatus?: number; format?: 'json' | 'slack' }): string {
+export function smsPolicy(
+  bots: TestAgent[],
+  opts: { ttl?: string; webhookUrl: string; envelope?: string; violationStatus?: number; format?: 'json' | 'slack' },
+): string {
   return `
 version: 1
 provider: { name: sms-service, issuer: https://sms.example.com }
@@ -72,18 +87,30 @@ capabilities:
 agents:
 ${bots.map((b) => `  - { id: ${b.id}, name: ${b.id}-name, publicKey: { kty: OKP, crv: Ed25519, x: "${b.keys.publicJwk.x}" } }`).join('\n')}
 grants:
-${bots.map((b) => `  - { agent: ${b.id}, capability: send_sms, status: active, constraints: { to: { in: ["+254700000001", "+254700000002"] } } }
+${bots
+  .map(
+    (b) => `  - { agent: ${b.id}, capability: send_sms, status: active, constraints: { to: { in: ["+254700000001", "+254700000002"] } } }
   - { agent: ${b.id}, capability: get_message, status: active }
-  - { agent: ${b.id}, capability: list_messages, status: active, constraints: { limit: { max: 10 } } }`).join('\n')}
+  - { agent: ${b.id}, capability: list_messages, status: active, constraints: { limit: { max: 10 } } }`,
+  )
+  .join('\n')}
 `;
 }
 
-export async function startApprovalEnv(opts: {
-  ttl?: string; agents?: number; webhookUrl?: string; envelope?: string; violationStatus?: number; audit?: SidecarOptions['audit'];
-  shutdownGraceMs?: number; format?: 'json' | 'slack';
-  /** Access requests and value approvals in this Redis instead of memory. */
-  redis?: SidecarOptions['redis'];
-} = {}): Promise<ApprovalEnv> {
+export async function startApprovalEnv(
+  opts: {
+    ttl?: string;
+    agents?: number;
+    webhookUrl?: string;
+    envelope?: string;
+    violationStatus?: number;
+    audit?: SidecarOptions['audit'];
+    shutdownGraceMs?: number;
+    format?: 'json' | 'slack';
+    /** Access requests and value approvals in this Redis instead of memory. */
+    redis?: SidecarOptions['redis'];
+  } = {},
+): Promise<ApprovalEnv> {
   const bots = await Promise.all(Array.from({ length: opts.agents ?? 1 }, (_, i) => testAgent(`sms-bot-${i}`)));
   const app = await startRecorder();
   app.handler = (r, res) => {
@@ -92,15 +119,27 @@ export async function startApprovalEnv(opts: {
   };
   const inbox = await startInbox();
   const env = await startTestSidecar({
-    policy: smsPolicy(bots, { ...opts, webhookUrl: opts.webhookUrl ?? inbox.url }), policyName: 'sms.yaml', app,
-    adminToken: ADMIN_TOKEN, logLevel: 'error', audit: opts.audit, shutdownGraceMs: opts.shutdownGraceMs, redis: opts.redis,
+    policy: smsPolicy(bots, { ...opts, webhookUrl: opts.webhookUrl ?? inbox.url }),
+    policyName: 'sms.yaml',
+    app,
+    adminToken: ADMIN_TOKEN,
+    logLevel: 'error',
+    audit: opts.audit,
+    shutdownGraceMs: opts.shutdownGraceMs,
+    redis: opts.redis,
     ...(opts.redis ? { metrics: { processMetrics: false } } : {}),
     // A Redis-backed sidecar refuses calls until its connection is up.
     waitReady: Boolean(opts.redis),
   });
   const { sidecar } = env;
   return {
-    sidecar, url: env.url, adminUrl: env.adminUrl, app, inbox, bots, bot: bots[0]!,
+    sidecar,
+    url: env.url,
+    adminUrl: env.adminUrl,
+    app,
+    inbox,
+    bots,
+    bot: bots[0]!,
     async admin(method, path, body, token = ADMIN_TOKEN) {
       const r = await call(sidecar.adminUrl, { method, path, token, body });
       return { status: r.status, json: r.json };

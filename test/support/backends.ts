@@ -43,7 +43,9 @@ const TOOL: Record<BackendName, string> = { php: 'php', go: 'go', python: 'pytho
 export function missingTool(name: BackendName): string | undefined {
   if (name === 'node') return undefined;
   const r = spawnSync(TOOL[name], [name === 'go' ? 'version' : '--version'], { encoding: 'utf8' });
-  return r.error || r.status !== 0 ? `${TOOL[name]} is not installed (apt-get install ${name === 'php' ? 'php-cli' : name === 'go' ? 'golang-go' : 'python3'})` : undefined;
+  return r.error || r.status !== 0
+    ? `${TOOL[name]} is not installed (apt-get install ${name === 'php' ? 'php-cli' : name === 'go' ? 'golang-go' : 'python3'})`
+    : undefined;
 }
 
 /** Builds the Go backend once per source version (go build, standard library only), into the temp dir. */
@@ -65,10 +67,14 @@ function goBinary(): string {
 
 function command(name: BackendName, port: number): [string, string[]] {
   switch (name) {
-    case 'php': return ['php', ['-d', 'display_errors=stderr', '-S', `127.0.0.1:${port}`, join(FIXTURES, 'php/echo.php')]];
-    case 'go': return [goBinary(), [String(port)]];
-    case 'python': return ['python3', [join(FIXTURES, 'python/echo.py'), String(port)]];
-    case 'node': return [process.execPath, [join(FIXTURES, 'node/echo.mjs'), String(port)]];
+    case 'php':
+      return ['php', ['-d', 'display_errors=stderr', '-S', `127.0.0.1:${port}`, join(FIXTURES, 'php/echo.php')]];
+    case 'go':
+      return [goBinary(), [String(port)]];
+    case 'python':
+      return ['python3', [join(FIXTURES, 'python/echo.py'), String(port)]];
+    case 'node':
+      return [process.execPath, [join(FIXTURES, 'node/echo.mjs'), String(port)]];
   }
 }
 
@@ -97,20 +103,34 @@ export async function startBackend(name: BackendName): Promise<Backend> {
   const url = `http://127.0.0.1:${port}`;
   const answers = async (): Promise<boolean> => {
     if (child.exitCode !== null) throw new Error(`${name} backend exited (${child.exitCode}): ${stderr}`);
-    return call(url, { path: '/__ready' }).then((r) => r.status === 200, () => false); // refused: not up yet
+    return call(url, { path: '/__ready' }).then(
+      (r) => r.status === 200,
+      () => false,
+    ); // refused: not up yet
   };
   await until(answers, 10_000).catch((err: Error) => {
     child.kill('SIGKILL');
     throw new Error(err.message.includes('exited') ? err.message : `${name} backend did not answer on ${url}: ${stderr}`);
   });
-  const seen = (): Seen[] => readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Seen).filter((s) => s.path !== '/__ready');
+  const seen = (): Seen[] =>
+    readFileSync(log, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Seen)
+      .filter((s) => s.path !== '/__ready');
   return {
-    name, url, seen,
-    close: () => new Promise((resolve) => {
-      const done = (): void => { rmSync(dir, { recursive: true, force: true }); resolve(); };
-      if (child.exitCode !== null) return done();
-      child.once('exit', done);
-      child.kill('SIGTERM');
-    }),
+    name,
+    url,
+    seen,
+    close: () =>
+      new Promise((resolve) => {
+        const done = (): void => {
+          rmSync(dir, { recursive: true, force: true });
+          resolve();
+        };
+        if (child.exitCode !== null) return done();
+        child.once('exit', done);
+        child.kill('SIGTERM');
+      }),
   };
 }

@@ -24,30 +24,46 @@ export interface Collector {
 export async function startCollector(port = 0): Promise<Collector> {
   let server: Server;
   const c: Collector = {
-    url: '', mode: 'ok', batches: new Map(), bodies: [], received: 0,
-    stop: async () => { server.closeAllConnections(); await new Promise((r) => server.close(r)); },
-    restart: async () => { server = make(); await listen(server, Number(new URL(c.url).port)); },
-    close: async () => { server.closeAllConnections(); await new Promise((r) => server.close(r)); },
+    url: '',
+    mode: 'ok',
+    batches: new Map(),
+    bodies: [],
+    received: 0,
+    stop: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+    restart: async () => {
+      server = make();
+      await listen(server, Number(new URL(c.url).port));
+    },
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
   };
-  const make = () => createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (d: Buffer) => chunks.push(d));
-    req.on('end', () => {
-      c.received++;
-      const seq = Number(req.headers['idempotency-key']);
-      const line = Buffer.concat(chunks).toString();
-      c.bodies.push(line);
-      if (c.mode === 'fail') return void res.writeHead(500).end();
-      if (c.mode === 'stall') {
-        // Stores it, but answers too late: the exporter gives up and sends it again.
+  const make = () =>
+    createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (d: Buffer) => chunks.push(d));
+      req.on('end', () => {
+        c.received++;
+        const seq = Number(req.headers['idempotency-key']);
+        const line = Buffer.concat(chunks).toString();
+        c.bodies.push(line);
+        if (c.mode === 'fail') return void res.writeHead(500).end();
+        if (c.mode === 'stall') {
+          // Stores it, but answers too late: the exporter gives up and sends it again.
+          if (!c.batches.has(seq)) c.batches.set(seq, line);
+          setTimeout(() => {
+            if (!res.destroyed) res.writeHead(200).end();
+          }, 1000);
+          return;
+        }
         if (!c.batches.has(seq)) c.batches.set(seq, line);
-        setTimeout(() => { if (!res.destroyed) res.writeHead(200).end(); }, 1000);
-        return;
-      }
-      if (!c.batches.has(seq)) c.batches.set(seq, line);
-      res.writeHead(200).end();
+        res.writeHead(200).end();
+      });
     });
-  });
   server = make();
   await listen(server, port);
   c.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ingest`;

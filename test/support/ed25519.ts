@@ -26,7 +26,10 @@ function add([x1, y1, z1, t1]: Ext, [x2, y2, z2, t2]: Ext): Ext {
   const b = mod((y1 + x1) * (y2 + x2));
   const c = mod(2n * D * t1 * t2);
   const d = mod(2n * z1 * z2);
-  const e = b - a, f = d - c, g = d + c, h = b + a;
+  const e = b - a,
+    f = d - c,
+    g = d + c,
+    h = b + a;
   return [mod(e * f), mod(g * h), mod(f * g), mod(e * h)];
 }
 

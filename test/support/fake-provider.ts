@@ -49,20 +49,47 @@ export async function startFakeProvider(): Promise<FakeProvider> {
       const r: ProviderRequest = { method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks) };
       p.requests.push(r);
       const path = r.url.split('?')[0];
-      const body = r.body.length && /json/.test(String(req.headers['content-type'])) ? JSON.parse(r.body.toString()) as Record<string, unknown> : {};
+      const body = r.body.length && /json/.test(String(req.headers['content-type'])) ? (JSON.parse(r.body.toString()) as Record<string, unknown>) : {};
       const now = Math.floor(Date.now() / 1000);
       switch (path) {
         case '/v1/chat/completions':
-          return json(res, 200, { id: 'chatcmpl-1', object: 'chat.completion', created: now, model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: 'The water cycle, briefly.' }, finish_reason: 'stop', logprobs: null }], usage: { prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 } });
-        case '/v1/embeddings':
-        {
+          return json(res, 200, {
+            id: 'chatcmpl-1',
+            object: 'chat.completion',
+            created: now,
+            model: body.model,
+            choices: [{ index: 0, message: { role: 'assistant', content: 'The water cycle, briefly.' }, finish_reason: 'stop', logprobs: null }],
+            usage: { prompt_tokens: 9, completion_tokens: 5, total_tokens: 14 },
+          });
+        case '/v1/embeddings': {
           // The SDK asks for base64 (float32 little-endian) and decodes it.
           const floats = [0.5, 0.25, -1];
           const embedding = body.encoding_format === 'base64' ? Buffer.from(new Float32Array(floats).buffer).toString('base64') : floats;
-          return json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding }], model: body.model, usage: { prompt_tokens: 2, total_tokens: 2 } });
+          return json(res, 200, {
+            object: 'list',
+            data: [{ object: 'embedding', index: 0, embedding }],
+            model: body.model,
+            usage: { prompt_tokens: 2, total_tokens: 2 },
+          });
         }
         case '/v1/responses':
-          return json(res, 200, { id: 'resp_1', object: 'response', created_at: now, status: 'completed', model: body.model, output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Hello from responses', annotations: [] }] }], usage: { input_tokens: 3, output_tokens: 3, total_tokens: 6 } });
+          return json(res, 200, {
+            id: 'resp_1',
+            object: 'response',
+            created_at: now,
+            status: 'completed',
+            model: body.model,
+            output: [
+              {
+                type: 'message',
+                id: 'msg_1',
+                status: 'completed',
+                role: 'assistant',
+                content: [{ type: 'output_text', text: 'Hello from responses', annotations: [] }],
+              },
+            ],
+            usage: { input_tokens: 3, output_tokens: 3, total_tokens: 6 },
+          });
         case '/v1/audio/transcriptions':
           return json(res, 200, { text: 'hello' });
         case '/v1/models':
@@ -71,19 +98,42 @@ export async function startFakeProvider(): Promise<FakeProvider> {
           return json(res, 200, { input_tokens: 12 });
         case '/v1/messages': {
           if (body.stream === true) {
-            const message = { id: 'msg_2', type: 'message', role: 'assistant', model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 0 } };
-            p.streamEnded = sse(res, [
-              ['message_start', { type: 'message_start', message }],
-              ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
-              ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hel' } }],
-              ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'lo' } }],
-              ['content_block_stop', { type: 'content_block_stop', index: 0 }],
-              ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } }],
-              ['message_stop', { type: 'message_stop' }],
-            ], 3, 400); // a pause after the first text delta: the client must see it before the rest is sent
+            const message = {
+              id: 'msg_2',
+              type: 'message',
+              role: 'assistant',
+              model: body.model,
+              content: [],
+              stop_reason: null,
+              stop_sequence: null,
+              usage: { input_tokens: 5, output_tokens: 0 },
+            };
+            p.streamEnded = sse(
+              res,
+              [
+                ['message_start', { type: 'message_start', message }],
+                ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
+                ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hel' } }],
+                ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'lo' } }],
+                ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+                ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } }],
+                ['message_stop', { type: 'message_stop' }],
+              ],
+              3,
+              400,
+            ); // a pause after the first text delta: the client must see it before the rest is sent
             return;
           }
-          return json(res, 200, { id: 'msg_1', type: 'message', role: 'assistant', model: body.model, content: [{ type: 'text', text: 'positive' }], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } });
+          return json(res, 200, {
+            id: 'msg_1',
+            type: 'message',
+            role: 'assistant',
+            model: body.model,
+            content: [{ type: 'text', text: 'positive' }],
+            stop_reason: 'end_turn',
+            stop_sequence: null,
+            usage: { input_tokens: 10, output_tokens: 1 },
+          });
         }
         default:
           return json(res, 404, { error: { type: 'not_found', message: `fake provider has no ${path}` } });
@@ -92,6 +142,10 @@ export async function startFakeProvider(): Promise<FakeProvider> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   p.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  p.close = () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); });
+  p.close = () =>
+    new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    });
   return p;
 }

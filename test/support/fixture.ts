@@ -118,17 +118,28 @@ export interface TestSidecar<A extends { url: string } = Recorder> {
 
 export async function startTestSidecar<A extends { url: string } = Recorder>(opts: TestSidecarOptions<A> = {}): Promise<TestSidecar<A>> {
   const { policy: given, policyFile, policyName, app: givenApp, agents, logLevel, logs = [], waitReady, ...sidecarOptions } = opts;
-  const bot = agents?.bot ?? await testAgent('agent-billing-bot');
-  const other = agents?.other ?? await testAgent('agent-other');
-  const app = givenApp ?? (await startRecorder() as unknown as A);
-  const log: Logger = createLogger(logLevel ?? 'debug', (l) => { logs.push(l); if (process.env.DEBUG_SIDECAR) process.stderr.write(l); });
-  const policy = policyFile ? await loadPolicyFile(policyFile) : await asPolicy(given ?? billingPolicy, { bot, other }, policyName ?? 'billing.yaml');
-  const sidecar = await startSidecar({ listen: '127.0.0.1:0', admin: '127.0.0.1:0', log, ...sidecarOptions, policy, upstream: app.url }).catch(async (err: unknown) => {
-    if (!givenApp) await (app as unknown as Recorder).close();
-    throw err;
+  const bot = agents?.bot ?? (await testAgent('agent-billing-bot'));
+  const other = agents?.other ?? (await testAgent('agent-other'));
+  const app = givenApp ?? ((await startRecorder()) as unknown as A);
+  const log: Logger = createLogger(logLevel ?? 'debug', (l) => {
+    logs.push(l);
+    if (process.env.DEBUG_SIDECAR) process.stderr.write(l);
   });
+  const policy = policyFile ? await loadPolicyFile(policyFile) : await asPolicy(given ?? billingPolicy, { bot, other }, policyName ?? 'billing.yaml');
+  const sidecar = await startSidecar({ listen: '127.0.0.1:0', admin: '127.0.0.1:0', log, ...sidecarOptions, policy, upstream: app.url }).catch(
+    async (err: unknown) => {
+      if (!givenApp) await (app as unknown as Recorder).close();
+      throw err;
+    },
+  );
   const env: TestSidecar<A> = {
-    sidecar, url: sidecar.url, adminUrl: sidecar.adminUrl, app, bot, other, logs,
+    sidecar,
+    url: sidecar.url,
+    adminUrl: sidecar.adminUrl,
+    app,
+    bot,
+    other,
+    logs,
     async close() {
       await sidecar.close();
       if (!givenApp) await (app as unknown as Recorder).close();
@@ -148,4 +159,3 @@ async function asPolicy(p: TestPolicy, agents: { bot: TestAgent; other: TestAgen
   if (typeof p === 'string') return loadPolicyText(p, name);
   return p;
 }
-

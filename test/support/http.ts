@@ -33,7 +33,11 @@ export async function call(base: string | { url: string }, opts: CallOptions = {
   const res = await open(base, opts);
   const text = await res.body.text();
   let json: unknown;
-  try { json = text ? JSON.parse(text) : undefined; } catch { json = undefined; }
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
   return { status: res.statusCode, headers: res.headers, text, json };
 }
 
@@ -52,7 +56,6 @@ export function open(base: string | { url: string }, opts: CallOptions = {}): Pr
   }
   return request(url, { method: (opts.method ?? 'GET') as 'GET', headers, body, dispatcher: opts.dispatcher });
 }
-
 
 /**
  * A denial: right status, right code, a JSON body — and the app saw nothing.

@@ -5,7 +5,15 @@ import { ConfigMap, Pod, Service } from 'kubernetes-models/v1';
 
 // The Kubernetes OpenAPI schemas (kubernetes-models), so injector output is checked as the API server would.
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {
-  Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, Pod, ConfigMap, Service,
+  Deployment,
+  StatefulSet,
+  DaemonSet,
+  ReplicaSet,
+  Job,
+  CronJob,
+  Pod,
+  ConfigMap,
+  Service,
 } as never;
 
 /** Throws when `doc` is not a valid object of its kind. */
@@ -17,8 +25,29 @@ export function validateObject(doc: Record<string, unknown>): void {
 
 /** A self-signed EC certificate for 127.0.0.1 (and `localhost`) from the real openssl, for the webhook's HTTPS. */
 export function selfSignedCert(certOut: string, keyOut: string, cn = 'localhost'): void {
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-    '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', keyOut, '-out', certOut], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      `/CN=${cn}`,
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout',
+      keyOut,
+      '-out',
+      certOut,
+    ],
+    { stdio: 'ignore' },
+  );
 }
 
 /**
@@ -30,7 +59,8 @@ export function applyPatch<T extends Record<string, any>>(doc: T, patch: string 
   const out = structuredClone(doc) as Record<string, any>;
   for (const o of ops) {
     const [, root, field, ...rest] = o.path.split('/');
-    if (!['add', 'replace'].includes(o.op) || !['spec', 'metadata'].includes(root!) || !field || rest.length) throw new Error(`unexpected patch op ${o.op} ${o.path}`);
+    if (!['add', 'replace'].includes(o.op) || !['spec', 'metadata'].includes(root!) || !field || rest.length)
+      throw new Error(`unexpected patch op ${o.op} ${o.path}`);
     out[root!][field] = o.value;
   }
   return out as T;

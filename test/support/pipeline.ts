@@ -32,7 +32,13 @@ export function arrival(req: IncomingMessage): Arrival {
 /** Deps for stages that need no app and no Redis: an in-memory replay window, a silent logger. */
 export function unitDeps(policy: Policy, over: Partial<Deps> = {}): Deps {
   return {
-    policy, replay: new MemoryReplayStore(1000), tokenHeader: 'authorization', limits: { ...DEFAULT_LIMITS },
-    now: () => Date.parse('2026-06-01T00:00:00Z'), log: createLogger('error', () => {}), upstream: {} as Upstream, ...over,
+    policy,
+    replay: new MemoryReplayStore(1000),
+    tokenHeader: 'authorization',
+    limits: { ...DEFAULT_LIMITS },
+    now: () => Date.parse('2026-06-01T00:00:00Z'),
+    log: createLogger('error', () => {}),
+    upstream: {} as Upstream,
+    ...over,
   };
 }

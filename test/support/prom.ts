@@ -17,7 +17,10 @@ export function parseExposition(text: string): Samples {
 
 /** The value of one series; 0 when absent (a counter never incremented). */
 export function sample(s: Samples, name: string, labels: Record<string, string> = {}): number {
-  const key = `${name}{${Object.entries(labels).map(([k, v]) => `${k}="${v}"`).sort().join(',')}}`;
+  const key = `${name}{${Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .sort()
+    .join(',')}}`;
   return s.get(key) ?? 0;
 }
 

@@ -36,6 +36,10 @@ export async function startRecorder(): Promise<Recorder> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   rec.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  rec.close = () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); });
+  rec.close = () =>
+    new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    });
   return rec;
 }

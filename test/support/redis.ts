@@ -33,7 +33,9 @@ export async function disposableRedis(): Promise<DisposableRedis> {
     url: `redis://127.0.0.1:${port}`,
     port,
     async start() {
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       await new Promise<void>((resolve, reject) => {
         let out = '';
         child!.stdout!.on('data', (d) => {
@@ -46,7 +48,10 @@ export async function disposableRedis(): Promise<DisposableRedis> {
     async kill() {
       if (!child || child.exitCode !== null) return;
       const c = child;
-      await new Promise<void>((resolve) => { c.once('exit', () => resolve()); c.kill('SIGKILL'); });
+      await new Promise<void>((resolve) => {
+        c.once('exit', () => resolve());
+        c.kill('SIGKILL');
+      });
     },
   };
   return r;

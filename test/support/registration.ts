@@ -7,7 +7,11 @@ export const ISSUER = 'https://billing.example.com';
  * A registration as an honest host makes it: the host token with the agent's
  * public key, and the body with the agent's proof of possession bound to it.
  */
-export function registration(host: HostSigner, agent: Pick<AgentKeyPair, 'privateJwk'>, body: Record<string, unknown>): Promise<{ token: string; body: Record<string, unknown> }> {
+export function registration(
+  host: HostSigner,
+  agent: Pick<AgentKeyPair, 'privateJwk'>,
+  body: Record<string, unknown>,
+): Promise<{ token: string; body: Record<string, unknown> }> {
   return registrationRequest(host, agent.privateJwk, ISSUER, body);
 }
 
@@ -31,9 +35,13 @@ hosts:
         constraints:
           amount: { max: 1000 }
           currency: { in: [USD, EUR] }
-${other ? `  - id: other-host
+${
+  other
+    ? `  - id: other-host
     name: Another team's host
     publicKey: { kty: OKP, crv: Ed25519, x: "${other.publicJwk.x}" }
     defaultCapabilities: [getInvoice]
-` : ''}`;
+`
+    : ''
+}`;
 }

@@ -36,7 +36,15 @@ describe('Helm chart', () => {
 
   it('the schema refuses bad injection and NetworkPolicy values', () => {
     const injection = values.injection as Record<string, unknown>;
-    for (const bad of [{ captureMode: 'ebpf' }, { port: 0 }, { adminPort: 70000 }, { logLevel: 'verbose' }, { drainDelaySeconds: -1 }, { nativeSidecar: 'yes' }, { extra: 1 }]) {
+    for (const bad of [
+      { captureMode: 'ebpf' },
+      { port: 0 },
+      { adminPort: 70000 },
+      { logLevel: 'verbose' },
+      { drainDelaySeconds: -1 },
+      { nativeSidecar: 'yes' },
+      { extra: 1 },
+    ]) {
       expect(validate({ ...values, injection: { ...injection, ...bad } }), JSON.stringify(bad)).toBe(false);
     }
     const { captureMode: _omitted, ...withoutMode } = injection;

@@ -4,8 +4,14 @@ import { describe, expect, it } from 'vitest';
 // hadolint-style rules for the Dockerfile (no container engine runs here, so the rules are a test).
 const TEXT = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
 // Instructions with their continuation lines joined, comments dropped.
-const INSTRUCTIONS = TEXT.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))
-  .map((l) => { const [op, ...rest] = l.split(/\s+/); return { op: op!.toUpperCase(), args: rest.join(' ') }; });
+const INSTRUCTIONS = TEXT.replace(/\\\n/g, ' ')
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith('#'))
+  .map((l) => {
+    const [op, ...rest] = l.split(/\s+/);
+    return { op: op!.toUpperCase(), args: rest.join(' ') };
+  });
 const ARGS = new Map(INSTRUCTIONS.filter((i) => i.op === 'ARG').map((i) => i.args.split('=') as [string, string]));
 const expand = (s: string) => s.replace(/\$\{(\w+)\}/g, (_, n: string) => ARGS.get(n) ?? '');
 const stages = () => {
@@ -44,13 +50,19 @@ describe('Dockerfile', () => {
     // The runtime image installs iptables (for `agents-chain capture`), so there is an apt-get install to check:
     // without recommends, and the package lists removed in the same layer (hadolint DL3015, DL3009).
     const installs = runs.filter((r) => /apt-get install/.test(r));
-    expect(installs.some((r) => /\biptables\b/.test(r)), 'an apt-get install of iptables').toBe(true);
+    expect(
+      installs.some((r) => /\biptables\b/.test(r)),
+      'an apt-get install of iptables',
+    ).toBe(true);
     for (const r of installs) {
       expect(r).toMatch(/--no-install-recommends/);
       expect(r).toMatch(/rm -rf \/var\/lib\/apt\/lists/);
     }
     // The runtime stage copies the pruned node_modules and dist, not the sources or dev tooling.
-    const copies = stages().at(-1)!.body.filter((i) => i.op === 'COPY').map((i) => i.args);
+    const copies = stages()
+      .at(-1)!
+      .body.filter((i) => i.op === 'COPY')
+      .map((i) => i.args);
     expect(copies.some((c) => /\bsrc\b/.test(c) && !/--from/.test(c))).toBe(false);
   });
 });

@@ -73,7 +73,14 @@ describe('the denial catalogue', () => {
 
   it('says which codes are failures (error in the audit trail and metrics) and which are refusals', () => {
     const errors = (Object.keys(DENIALS) as DenialCode[]).filter((c) => outcomeOf(c) === 'error').sort();
-    expect(errors).toEqual(['audit_unavailable', 'client_closed_request', 'internal_error', 'replay_store_unavailable', 'shutting_down', 'upstream_unavailable']);
+    expect(errors).toEqual([
+      'audit_unavailable',
+      'client_closed_request',
+      'internal_error',
+      'replay_store_unavailable',
+      'shutting_down',
+      'upstream_unavailable',
+    ]);
   });
 
   it('gives every code guidance a model can act on, naming the capability where it matters', () => {
@@ -84,7 +91,7 @@ describe('the denial catalogue', () => {
     expect(guidanceFor(deny('capability_denied', 'no grant'), { capability: 'send_sms', requestPermission: false })).toContain('send_sms');
   });
 
-  it('carries extra body members and headers of a denial (a pending request\'s status URL) into the body', () => {
+  it("carries extra body members and headers of a denial (a pending request's status URL) into the body", () => {
     const d = { ...deny('shutting_down', 'bye'), extra: { body: { statusUrl: '/agent/request-permission/ar_1' } } };
     expect(denialBody(d)).toEqual({ error: 'shutting_down', message: 'bye', statusUrl: '/agent/request-permission/ar_1' });
   });

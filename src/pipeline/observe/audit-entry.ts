@@ -11,9 +11,12 @@ import type { Finished, Outcome, Reached } from '../phases.js';
  */
 export function resultOf(outcome: Outcome): AuditEntry['result'] {
   switch (outcome.kind) {
-    case 'refused': return outcomeOf(outcome.denial.code) === 'error' ? 'error' : 'denied';
-    case 'forwarded': return outcome.status >= 500 ? 'error' : 'success';
-    case 'answered': return outcome.status >= 500 ? 'error' : outcome.status >= 400 ? 'denied' : 'success';
+    case 'refused':
+      return outcomeOf(outcome.denial.code) === 'error' ? 'error' : 'denied';
+    case 'forwarded':
+      return outcome.status >= 500 ? 'error' : 'success';
+    case 'answered':
+      return outcome.status >= 500 ? 'error' : outcome.status >= 400 ? 'denied' : 'success';
   }
 }
 
@@ -77,7 +80,11 @@ function argumentsOf(call: Reached): unknown {
   // if it passes the same strict parser, so a body with duplicate keys is never recorded as one reading of it.
   if (call.body && call.body.length > 0 && call.body.length <= 65_536 && /json/i.test(call.req.headers['content-type'] ?? '')) {
     const keys: string[] = [];
-    try { return new RawJson(parseStrictJsonBytes(call.body, keys), call.body, keys); } catch { /* not strict JSON: not recorded */ }
+    try {
+      return new RawJson(parseStrictJsonBytes(call.body, keys), call.body, keys);
+    } catch {
+      /* not strict JSON: not recorded */
+    }
   }
   const args: Record<string, string> = { ...call.params };
   if (call.target?.query) {

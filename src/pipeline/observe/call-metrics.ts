@@ -14,7 +14,7 @@ export function callMetrics({ call, outcome, upstreamSeconds }: Finished, nowHr:
   const kind = call.route?.kind;
   const denial = outcome.kind === 'refused' ? outcome.denial : undefined;
   return {
-    capability: kind === 'public' ? '(public)' : capabilityName(call) ?? '(none)',
+    capability: kind === 'public' ? '(public)' : (capabilityName(call) ?? '(none)'),
     decision: DECISION[resultOf(outcome)],
     reason: denial?.code,
     violatedFields: denial?.code === 'constraint_violated' ? denial.violations?.map((v) => v.field) : undefined,

@@ -31,7 +31,8 @@ export const auditFilter: CallFilter = {
     if (!audit || audit.durability !== 'strict') return undefined;
     return audit.record(forwardingEntry(call, now())).then(
       () => undefined,
-      () => (policy.audit.onAuditFailure === 'allow' ? undefined : deny('audit_unavailable', 'the audit trail could not record this call; it was not forwarded')),
+      () =>
+        policy.audit.onAuditFailure === 'allow' ? undefined : deny('audit_unavailable', 'the audit trail could not record this call; it was not forwarded'),
     );
   },
   onResponse(done, { audit, now, log }) {

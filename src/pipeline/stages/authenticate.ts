@@ -65,7 +65,10 @@ export function checkAnyGrant<P extends Authenticated>(call: P, deps: Deps): P |
   for (const name of deps.policy.capabilities.keys()) {
     if (!isDenial(activeGrants(agent, [name], deps.policy, now))) return call;
   }
-  return deny('capability_denied', `agent "${agent.id}" holds no active grant; the sidecar's agent endpoints answer only agents with one (GET /capability/list answers without a token)`);
+  return deny(
+    'capability_denied',
+    `agent "${agent.id}" holds no active grant; the sidecar's agent endpoints answer only agents with one (GET /capability/list answers without a token)`,
+  );
 }
 
 /**
@@ -92,5 +95,8 @@ async function spend(deps: Deps, key: string, jti: string, iat: number): Promise
 
 function resetDenial(deps: Deps, jti: string, iat: number): Denial | undefined {
   if (!refusedByReset(deps.replay.lastReset?.(), iat, deps.now(), REPLAY_WINDOW_SECONDS * 1000)) return undefined;
-  return deny('replay_window_reset', `token ${jti} was issued before (or within the clock skew after) the moment the replay store was found to have lost its data; retry with a fresh token in a few seconds`);
+  return deny(
+    'replay_window_reset',
+    `token ${jti} was issued before (or within the clock skew after) the moment the replay store was found to have lost its data; retry with a fresh token in a few seconds`,
+  );
 }

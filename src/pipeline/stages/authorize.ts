@@ -15,11 +15,23 @@ export function checkGrant<P extends CapabilityCall & Authenticated & Partial<Va
 }
 
 /** Step 9b: every constrained argument read from the call as the app will read it, every constraint evaluated, value approvals applied. */
-export async function checkArguments<P extends CapabilityCall & Authenticated & Buffered & Partial<Variants>>(call: P, deps: Deps): Promise<(P & Granted & Checked) | Denial> {
+export async function checkArguments<P extends CapabilityCall & Authenticated & Buffered & Partial<Variants>>(
+  call: P,
+  deps: Deps,
+): Promise<(P & Granted & Checked) | Denial> {
   const { req } = call;
-  const authorization = await authorize(call.verified.agent, capabilitiesOf(call), {
-    method: call.route.method, params: call.params, query: call.target.query, body: call.body, headers: req.headers,
-  }, { policy: deps.policy, now: deps.now, approvals: deps.approvals, collectKeys: deps.audit !== undefined });
+  const authorization = await authorize(
+    call.verified.agent,
+    capabilitiesOf(call),
+    {
+      method: call.route.method,
+      params: call.params,
+      query: call.target.query,
+      body: call.body,
+      headers: req.headers,
+    },
+    { policy: deps.policy, now: deps.now, approvals: deps.approvals, collectKeys: deps.audit !== undefined },
+  );
   return isDenial(authorization) ? authorization : { ...call, grants: authorization.grants, authorization };
 }
 

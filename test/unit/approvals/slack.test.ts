@@ -1,11 +1,32 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_ARGS_CHARS, MAX_VIOLATION_CHARS, slackEscape, slackInline, slackQuote, slackRequestText, slackResolvedText } from '../../../src/approvals/slack.js';
+import {
+  MAX_ARGS_CHARS,
+  MAX_VIOLATION_CHARS,
+  slackEscape,
+  slackInline,
+  slackQuote,
+  slackRequestText,
+  slackResolvedText,
+} from '../../../src/approvals/slack.js';
 import type { AccessRequest } from '../../../src/approvals/types.js';
 
 const request: AccessRequest = {
-  id: '7d3f6f0e-2b7a-4c55-9a55-2f1c0e9d8b11', agentId: 'agent-a', agentName: 'A', capability: 'send_sms', method: 'POST', target: '/sms',
-  args: { to: '+1' }, reason: 'asked', violations: [{ field: 'to', constraint: 'in', expected: ['+2'], actual: '+1', message: 'to must be one of ["+2"], got "+1"' }],
-  absentFields: [], headers: [], createdAt: 0, expiresAt: 60_000, codeHash: 'x', state: 'pending', notified: false,
+  id: '7d3f6f0e-2b7a-4c55-9a55-2f1c0e9d8b11',
+  agentId: 'agent-a',
+  agentName: 'A',
+  capability: 'send_sms',
+  method: 'POST',
+  target: '/sms',
+  args: { to: '+1' },
+  reason: 'asked',
+  violations: [{ field: 'to', constraint: 'in', expected: ['+2'], actual: '+1', message: 'to must be one of ["+2"], got "+1"' }],
+  absentFields: [],
+  headers: [],
+  createdAt: 0,
+  expiresAt: 60_000,
+  codeHash: 'x',
+  state: 'pending',
+  notified: false,
 };
 
 describe('Slack text', () => {
@@ -21,14 +42,25 @@ describe('Slack text', () => {
     expect(slackInline('a\u200bb\u200cc\u200dd\u2060e\ufeff')).toBe('a\\u200bb\\u200cc\\u200dd\\u2060e\\ufeff');
   });
 
-  it('keeps the approval code within Slack\'s 40,000 characters whatever the violations carry', () => {
-    const huge = { field: 'to', constraint: 'in' as const, expected: ['+2'], actual: 'x'.repeat(50_000), message: `to must be one of ["+2"], got "${'x'.repeat(50_000)}"` };
+  it("keeps the approval code within Slack's 40,000 characters whatever the violations carry", () => {
+    const huge = {
+      field: 'to',
+      constraint: 'in' as const,
+      expected: ['+2'],
+      actual: 'x'.repeat(50_000),
+      message: `to must be one of ["+2"], got "${'x'.repeat(50_000)}"`,
+    };
     const text = slackRequestText({ ...request, violations: Array.from({ length: 30 }, () => huge) }, 'CODE234567', {}, []);
     expect(text.length).toBeLessThan(40_000);
     expect(text).toContain('Approval code: `CODE234567`');
     expect(text).toContain(`more characters)`);
     expect(text).toContain('• and 10 more');
-    expect(text.split('\n').filter((l) => l.startsWith('• to must')).every((l) => l.length < MAX_VIOLATION_CHARS + 60)).toBe(true);
+    expect(
+      text
+        .split('\n')
+        .filter((l) => l.startsWith('• to must'))
+        .every((l) => l.length < MAX_VIOLATION_CHARS + 60),
+    ).toBe(true);
   });
 
   it('quotes every line, whatever the line break', () => {
@@ -48,7 +80,7 @@ describe('Slack text', () => {
     expect(text).toContain('Hidden here as secrets (the approved call sends their real values): password');
   });
 
-  it('resolution text quotes the reviewer\'s reason', () => {
+  it("resolution text quotes the reviewer's reason", () => {
     expect(slackResolvedText({ ...request, state: 'denied', denyReason: 'no\n<!here>' })).toBe(
       `Access request \`${request.id}\` (agent-a → send_sms) was denied. Reviewer's reason:\n> no\n> &lt;!here&gt;`,
     );

@@ -19,12 +19,29 @@ beforeAll(async () => {
   const first = client();
   await until(() => first.status === 'ready');
 });
-afterAll(() => { for (const c of clients) c.disconnect(); clients = []; });
+afterAll(() => {
+  for (const c of clients) c.disconnect();
+  clients = [];
+});
 
 function request(id: string, now = Date.now()): AccessRequest {
   return {
-    id, agentId: 'bot', agentName: 'Bot', capability: 'send_sms', method: 'POST', target: '/sms', args: { to: '+1', n: 12345678901234567 / 10 },
-    reason: 'r', violations: [], absentFields: [], headers: [], createdAt: now, expiresAt: now + 60_000, codeHash: 'h', state: 'pending', notified: false,
+    id,
+    agentId: 'bot',
+    agentName: 'Bot',
+    capability: 'send_sms',
+    method: 'POST',
+    target: '/sms',
+    args: { to: '+1', n: 12345678901234567 / 10 },
+    reason: 'r',
+    violations: [],
+    absentFields: [],
+    headers: [],
+    createdAt: now,
+    expiresAt: now + 60_000,
+    codeHash: 'h',
+    state: 'pending',
+    notified: false,
   };
 }
 
@@ -53,7 +70,10 @@ describe('RedisAccessRequestStore', () => {
 
   it('resolves a request once when many resolvers race, and wakes subscribers of every store', async () => {
     const prefix = testPrefix('race');
-    const c1 = client(); const c2 = client(); const s1 = client('subscriber'); const s2 = client('subscriber');
+    const c1 = client();
+    const c2 = client();
+    const s1 = client('subscriber');
+    const s2 = client('subscriber');
     await until(() => [c1, c2, s1, s2].every((c) => c.status === 'ready'));
     const a = new RedisAccessRequestStore(c1, s1, prefix);
     const b = new RedisAccessRequestStore(c2, s2, prefix);
@@ -62,7 +82,9 @@ describe('RedisAccessRequestStore', () => {
     // Both stores' SUBSCRIBE has landed (the server counts the channel's subscribers).
     await until(async () => Number(((await c1.pubsub('NUMSUB', `${prefix}ar:changes`)) as [string, number])[1]) >= 2);
     await a.create(request(R2));
-    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).resolve(R2, i % 3 ? 'approved' : 'denied', { resolvedAt: Date.now(), denyReason: `by ${i}` })));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).resolve(R2, i % 3 ? 'approved' : 'denied', { resolvedAt: Date.now(), denyReason: `by ${i}` })),
+    );
     const winners = results.filter(Boolean);
     expect(winners).toHaveLength(1);
     expect(await a.get(R2)).toEqual(winners[0]);

@@ -7,8 +7,19 @@ import { emptyStats } from '../../../src/audit/stats.js';
 import { createLogger } from '../../../src/log.js';
 
 const entry = (i: number): AuditEntry => ({
-  id: `e${i}`, agentId: 'bot', agentName: 'bot', capability: 'c', args: { i }, result: 'success',
-  jti: null, timestamp: i, durationMs: 0, method: 'GET', path: '/', status: 200, requestId: `r${i}`,
+  id: `e${i}`,
+  agentId: 'bot',
+  agentName: 'bot',
+  capability: 'c',
+  args: { i },
+  result: 'success',
+  jti: null,
+  timestamp: i,
+  durationMs: 0,
+  method: 'GET',
+  path: '/',
+  status: 200,
+  requestId: `r${i}`,
 });
 
 function batcher(durability: 'batched' | 'strict' = 'batched') {
@@ -16,8 +27,16 @@ function batcher(durability: 'batched' | 'strict' = 'batched') {
   const flushes = { requested: 0 };
   const stats = emptyStats();
   const b = new AuditBatcher({
-    keyring: keys, durability, maxBatch: 2000, redactPatterns: undefined, log: createLogger('error', () => {}), observer: undefined, stats,
-    requestFlush: () => { flushes.requested++; },
+    keyring: keys,
+    durability,
+    maxBatch: 2000,
+    redactPatterns: undefined,
+    log: createLogger('error', () => {}),
+    observer: undefined,
+    stats,
+    requestFlush: () => {
+      flushes.requested++;
+    },
   });
   const open = (line: Buffer) => openBatch<AuditEntry>(JSON.parse(line.toString()) as AuditBatch, keys).map((e) => e.id);
   return { b, keys, flushes, stats, open };

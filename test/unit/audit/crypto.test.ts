@@ -102,7 +102,17 @@ describe('audit batches', () => {
 
   it('wipes the part of an entry it had written before the entry failed', () => {
     const sealer = new BatchSealer(parseKeyring(k1).current);
-    expect(() => addEntry(sealer, { timestamp: 1, id: 'SECRET-HEAD-XYZ', args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
+    expect(() =>
+      addEntry(sealer, {
+        timestamp: 1,
+        id: 'SECRET-HEAD-XYZ',
+        args: {
+          toJSON() {
+            throw new Error('no');
+          },
+        },
+      }),
+    ).toThrow('no');
     expect((sealer as unknown as { arena: Buffer }).arena.includes('SECRET-HEAD-XYZ')).toBe(false);
   });
 
@@ -110,10 +120,22 @@ describe('audit batches', () => {
     const keys = parseKeyring(k1);
     const sealer = new BatchSealer(keys.current);
     addEntry(sealer, { timestamp: 1, id: 'a' });
-    expect(() => addEntry(sealer, { timestamp: 2, args: { toJSON() { throw new Error('no'); } } })).toThrow('no');
+    expect(() =>
+      addEntry(sealer, {
+        timestamp: 2,
+        args: {
+          toJSON() {
+            throw new Error('no');
+          },
+        },
+      }),
+    ).toThrow('no');
     addEntry(sealer, { timestamp: 3, id: 'c' });
     expect(sealer.size).toBe(2);
-    expect(openBatch(await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS }), keys)).toEqual([{ timestamp: 1, id: 'a' }, { timestamp: 3, id: 'c' }]);
+    expect(openBatch(await sealer.seal({ chain: 'c', seq: 1, prev: GENESIS }), keys)).toEqual([
+      { timestamp: 1, id: 'a' },
+      { timestamp: 3, id: 'c' },
+    ]);
   });
 
   it('rejects keys that are not 32 bytes', () => {
@@ -163,7 +185,10 @@ describe('audit verify', () => {
   it('reports a dropped batch', async () => {
     const lines = await chain(4);
     lines.splice(1, 1);
-    expect(verifyChain(lines, keys).problems.map((p) => p.problem)).toEqual([expect.stringMatching(/gap: batches 2..2 missing/), expect.stringMatching(/chain broken/)]);
+    expect(verifyChain(lines, keys).problems.map((p) => p.problem)).toEqual([
+      expect.stringMatching(/gap: batches 2..2 missing/),
+      expect.stringMatching(/chain broken/),
+    ]);
   });
 
   it('reports a swapped pair', async () => {
@@ -178,7 +203,10 @@ describe('audit verify', () => {
 describe('redaction', () => {
   it('redacts secret-looking keys at any depth, arrays too, any case', () => {
     expect(redact({ apiKey: 'k', nested: { Password: 'p', list: [{ BEARER_TOKEN: 't', ok: 1 }] }, authorization: 'x', amount: 5 })).toEqual({
-      apiKey: '[REDACTED]', nested: { Password: '[REDACTED]', list: [{ BEARER_TOKEN: '[REDACTED]', ok: 1 }] }, authorization: '[REDACTED]', amount: 5,
+      apiKey: '[REDACTED]',
+      nested: { Password: '[REDACTED]', list: [{ BEARER_TOKEN: '[REDACTED]', ok: 1 }] },
+      authorization: '[REDACTED]',
+      amount: 5,
     });
   });
 

@@ -14,20 +14,42 @@ describe('AuditDelivery', () => {
     const seen: string[] = [];
     let failOnce = true;
     let done!: () => void;
-    const finished = new Promise<void>((r) => { done = r; });
+    const finished = new Promise<void>((r) => {
+      done = r;
+    });
     const logs: string[] = [];
     const stats = emptyStats();
     let acks = 0;
-    const delivery = new AuditDelivery(spool, [
-      { name: 'flaky', export: async (l) => {
-        seen.push(`flaky:${l.toString()}`);
-        if (failOnce) { failOnce = false; throw new Error('collector down'); }
-      } },
-      { name: 'steady', export: async (l) => { seen.push(`steady:${l.toString()}`); } },
-    ], {
-      backoffMs: () => 0, log: createLogger('warn', (l) => logs.push(l)), observer: undefined, stats,
-      acknowledged: () => { if (++acks === 4) done(); },
-    });
+    const delivery = new AuditDelivery(
+      spool,
+      [
+        {
+          name: 'flaky',
+          export: async (l) => {
+            seen.push(`flaky:${l.toString()}`);
+            if (failOnce) {
+              failOnce = false;
+              throw new Error('collector down');
+            }
+          },
+        },
+        {
+          name: 'steady',
+          export: async (l) => {
+            seen.push(`steady:${l.toString()}`);
+          },
+        },
+      ],
+      {
+        backoffMs: () => 0,
+        log: createLogger('warn', (l) => logs.push(l)),
+        observer: undefined,
+        stats,
+        acknowledged: () => {
+          if (++acks === 4) done();
+        },
+      },
+    );
     expect(delivery.backlog(2)).toBe(2);
     delivery.start();
     await finished;
@@ -44,10 +66,27 @@ describe('AuditDelivery', () => {
   it('waits for a new batch and delivers it when woken', async () => {
     const spool = new Spool(undefined, 1 << 20, ['x']);
     let got!: (l: string) => void;
-    const delivered = new Promise<string>((r) => { got = r; });
-    const delivery = new AuditDelivery(spool, [{ name: 'x', export: async (l) => { got(l.toString()); } }], {
-      backoffMs: undefined, log: createLogger('error', () => {}), observer: undefined, stats: emptyStats(), acknowledged: () => {},
+    const delivered = new Promise<string>((r) => {
+      got = r;
     });
+    const delivery = new AuditDelivery(
+      spool,
+      [
+        {
+          name: 'x',
+          export: async (l) => {
+            got(l.toString());
+          },
+        },
+      ],
+      {
+        backoffMs: undefined,
+        log: createLogger('error', () => {}),
+        observer: undefined,
+        stats: emptyStats(),
+        acknowledged: () => {},
+      },
+    );
     delivery.start();
     await spool.append(line(1), false);
     delivery.wake();

@@ -2,8 +2,19 @@ import { describe, expect, it } from 'vitest';
 import { entryHead, newEntryId, type AuditEntry } from '../../../src/audit/entry.js';
 
 const base: AuditEntry = {
-  id: 'e1', agentId: 'bot', agentName: 'Bot', capability: 'createInvoice', args: { a: 1 }, result: 'success',
-  jti: 'j1', timestamp: 1_764_470_000_000, durationMs: 3, method: 'POST', path: '/invoices', status: 200, requestId: 'r1',
+  id: 'e1',
+  agentId: 'bot',
+  agentName: 'Bot',
+  capability: 'createInvoice',
+  args: { a: 1 },
+  result: 'success',
+  jti: 'j1',
+  timestamp: 1_764_470_000_000,
+  durationMs: 3,
+  method: 'POST',
+  path: '/invoices',
+  status: 200,
+  requestId: 'r1',
 };
 const withoutArgs = ({ args: _args, ...rest }: AuditEntry) => rest;
 
@@ -11,7 +22,17 @@ describe('entryHead', () => {
   it('is the entry without its args, as JSON missing only the closing brace', () => {
     const entries: AuditEntry[] = [
       base,
-      { ...base, agentId: null, agentName: null, capability: null, jti: null, result: 'denied', denialReason: 'constraint_violated', status: 403, permission: 'constraint_violated' },
+      {
+        ...base,
+        agentId: null,
+        agentName: null,
+        capability: null,
+        jti: null,
+        result: 'denied',
+        denialReason: 'constraint_violated',
+        status: 403,
+        permission: 'constraint_violated',
+      },
       { ...base, upstreamStatus: 502, responseBytes: 0, result: 'error', event: 'forwarding' },
       { ...base, agentName: 'Zoë 🤖 "quoted" \\ back', path: '/a\u0000b\nc\u007f\u2028', requestId: 'ü' },
       { ...base, durationMs: Number.NaN, timestamp: Number.POSITIVE_INFINITY },

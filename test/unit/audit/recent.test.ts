@@ -5,7 +5,8 @@ import { RecentEntries } from '../../../src/audit/recent.js';
 import { sealBatch } from '../../support/audit.js';
 
 const keys = parseKeyring(randomBytes(32).toString('base64'));
-const batch = async (id: string, args?: unknown) => batchLine(await sealBatch([{ timestamp: 1, id, args }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current));
+const batch = async (id: string, args?: unknown) =>
+  batchLine(await sealBatch([{ timestamp: 1, id, args }], { chain: 'c', seq: 1, prev: GENESIS }, keys.current));
 
 describe('RecentEntries (GET /stats/entries)', () => {
   it('decrypts the newest entries on demand, newest last, from at most 8 batches', async () => {

@@ -4,7 +4,14 @@ import { openBatch, parseKeyring, type AuditBatch } from '../../../src/audit/cry
 import type { AuditEntry } from '../../../src/audit/entry.js';
 import { RawJson } from '../../../src/audit/raw-json.js';
 import {
-  needsRedaction, redact, redactForReview, REDACTED, SECRET_KEY_PATTERN, SECRET_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
+  needsRedaction,
+  redact,
+  redactForReview,
+  REDACTED,
+  SECRET_KEY_PATTERN,
+  SECRET_NAMES,
+  SECRET_PREFIXES,
+  SECRET_SUFFIXES,
 } from '../../../src/audit/redact.js';
 import { AuditTrail } from '../../../src/audit/trail.js';
 import { createLogger } from '../../../src/log.js';
@@ -19,21 +26,105 @@ function documentedRule(key: string): boolean {
 }
 
 const SECRETS = [
-  'password', 'Password', 'PASSWD', 'pwd', 'passphrase', 'secret', 'client_secret', 'clientSecret', 'Client-Secret', 'webhook.secret',
-  'token', 'access_token', 'refreshToken', 'id_token', 'ID-TOKEN', 'auth_token', 'csrf_token', 'x-csrf-token', 'api_key', 'apiKey', 'API-KEY',
-  'x-api-key', 'apikeys', 'private_key', 'privateKey', 'aws_secret_access_key', 'credential', 'credentials', 'db_password', 'user_passwd',
-  'bearer', 'Bearer', 'authorization', 'Authorization', 'proxy-authorization', 'auth', 'AUTH', 'cookie', 'Set-Cookie', 'session', 'session_id',
-  'sessionId', 'jwt', 'pass', '_password_', ' token ',
+  'password',
+  'Password',
+  'PASSWD',
+  'pwd',
+  'passphrase',
+  'secret',
+  'client_secret',
+  'clientSecret',
+  'Client-Secret',
+  'webhook.secret',
+  'token',
+  'access_token',
+  'refreshToken',
+  'id_token',
+  'ID-TOKEN',
+  'auth_token',
+  'csrf_token',
+  'x-csrf-token',
+  'api_key',
+  'apiKey',
+  'API-KEY',
+  'x-api-key',
+  'apikeys',
+  'private_key',
+  'privateKey',
+  'aws_secret_access_key',
+  'credential',
+  'credentials',
+  'db_password',
+  'user_passwd',
+  'bearer',
+  'Bearer',
+  'authorization',
+  'Authorization',
+  'proxy-authorization',
+  'auth',
+  'AUTH',
+  'cookie',
+  'Set-Cookie',
+  'session',
+  'session_id',
+  'sessionId',
+  'jwt',
+  'pass',
+  '_password_',
+  ' token ',
   // Key material the substring rule used to hide, under its common names.
-  'key', 'ssh_key', 'sshKey', 'encryption_key', 'signing_key', 'hmac_key', 'master_key', 'secret_key_base', 'privateKeyPem',
-  'private_key_pem', 'private_key_id', 'privkey', 'client_key', 'auth_header', 'x-auth', 'creds', 'aws_creds',
+  'key',
+  'ssh_key',
+  'sshKey',
+  'encryption_key',
+  'signing_key',
+  'hmac_key',
+  'master_key',
+  'secret_key_base',
+  'privateKeyPem',
+  'private_key_pem',
+  'private_key_id',
+  'privkey',
+  'client_key',
+  'auth_header',
+  'x-auth',
+  'creds',
+  'aws_creds',
 ];
 const ORDINARY = [
-  'author', 'authorId', 'authority', 'keyword', 'keywords', 'monkey', 'hotkey', 'primary_key', 'public_key', 'publicKey', 'sort_key',
-  'idempotency_key', 'max_tokens', 'tokens', 'token_type', 'tokenizer', 'token_count', 'secret_name', 'password_hint', 'auth_method',
-  'authenticated', 'sessions', 'cookies_accepted', 'amount', 'to', 'body', 'passenger', 'access_key_id', 'credentialed', '',
+  'author',
+  'authorId',
+  'authority',
+  'keyword',
+  'keywords',
+  'monkey',
+  'hotkey',
+  'primary_key',
+  'public_key',
+  'publicKey',
+  'sort_key',
+  'idempotency_key',
+  'max_tokens',
+  'tokens',
+  'token_type',
+  'tokenizer',
+  'token_count',
+  'secret_name',
+  'password_hint',
+  'auth_method',
+  'authenticated',
+  'sessions',
+  'cookies_accepted',
+  'amount',
+  'to',
+  'body',
+  'passenger',
+  'access_key_id',
+  'credentialed',
+  '',
   // Non-ASCII look-alikes are not folded (the Kelvin sign K, the long s): the rule is ASCII, like the regex's `i`.
-  'api\u212Aey', 'pa\u017F\u017Fword',
+  'api\u212Aey',
+  'pa\u017F\u017Fword',
 ];
 
 describe('the secret-key rule', () => {
@@ -50,11 +141,13 @@ describe('the secret-key rule', () => {
   it('the regex (which the trail combines with audit.redact patterns) implements the documented rule', () => {
     const parts = ['', 'x', 'my', 'Auth', 'key', 'KEY', 'token', 's', '-', '_', '.', ' ', 'api', 'secret', 'pass', 'word', 'or', '\n', 'é', 'K'];
     let n = 0;
-    for (const a of parts) for (const b of parts) for (const c of parts) {
-      const k = a + b + c;
-      expect(isSecretKey(k), JSON.stringify(k)).toBe(documentedRule(k));
-      n++;
-    }
+    for (const a of parts)
+      for (const b of parts)
+        for (const c of parts) {
+          const k = a + b + c;
+          expect(isSecretKey(k), JSON.stringify(k)).toBe(documentedRule(k));
+          n++;
+        }
     for (const w of [...SECRET_NAMES, ...SECRET_SUFFIXES, ...SECRET_PREFIXES]) {
       const spaced = [...w].join('_').toUpperCase();
       expect(isSecretKey(spaced)).toBe(true);
@@ -64,10 +157,22 @@ describe('the secret-key rule', () => {
   });
 
   it('stays linear on long keys (it runs on keys an agent chose; a first draft backtracked: ~30 s on 200 000 separators)', async () => {
-    const keys: ((n: number) => string)[] = [(n) => '_'.repeat(n) + 'x', (n) => '_'.repeat(n) + 'token', (n) => ('t' + '_'.repeat(50)).repeat(n / 50), (n) => 'pass' + '_'.repeat(n) + 'x'];
+    const keys: ((n: number) => string)[] = [
+      (n) => '_'.repeat(n) + 'x',
+      (n) => '_'.repeat(n) + 'token',
+      (n) => ('t' + '_'.repeat(50)).repeat(n / 50),
+      (n) => 'pass' + '_'.repeat(n) + 'x',
+    ];
     for (const key of keys) {
       expect(isSecretKey(key(200_000))).toBe(documentedRule(key(200_000)));
-      await expectLinear((n) => { const k = key(n); return () => isSecretKey(k); }, 200_000, key(8));
+      await expectLinear(
+        (n) => {
+          const k = key(n);
+          return () => isSecretKey(k);
+        },
+        200_000,
+        key(8),
+      );
     }
   });
 
@@ -81,7 +186,10 @@ describe('the secret-key rule', () => {
 describe('redact / redactForReview', () => {
   it('copies with secret values replaced at any depth, ordinary fields untouched', () => {
     expect(redact({ author: 'Ann', keyword: 'k', apiKey: 'sk', list: [{ refresh_token: 't', n: 1 }] })).toEqual({
-      author: 'Ann', keyword: 'k', apiKey: REDACTED, list: [{ refresh_token: REDACTED, n: 1 }],
+      author: 'Ann',
+      keyword: 'k',
+      apiKey: REDACTED,
+      list: [{ refresh_token: REDACTED, n: 1 }],
     });
   });
 
@@ -104,7 +212,19 @@ describe('the audit trail uses the same rule', () => {
   it('keeps verified bytes whose keys only look like secrets by substring (author, keyword); redacts exact names', async () => {
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     const lines: Buffer[] = [];
-    const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'mem', export: async (line) => { lines.push(line); } }], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
+    const trail = new AuditTrail({
+      keyring: keys,
+      exporters: [
+        {
+          name: 'mem',
+          export: async (line) => {
+            lines.push(line);
+          },
+        },
+      ],
+      flushIntervalMs: 60_000,
+      log: createLogger('error', () => {}),
+    });
     await trail.start();
     const raw = (text: string) => {
       const bytes = Buffer.from(text);

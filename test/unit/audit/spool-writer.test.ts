@@ -11,7 +11,15 @@ function line(seq: number, waiters: DurableWaiter[] = [], bytes = 100): SealedLi
 }
 
 function waiter() {
-  const w = { settled: 'no' as 'no' | 'resolved' | 'rejected', resolve: () => { w.settled = 'resolved'; }, reject: () => { w.settled = 'rejected'; } };
+  const w = {
+    settled: 'no' as 'no' | 'resolved' | 'rejected',
+    resolve: () => {
+      w.settled = 'resolved';
+    },
+    reject: () => {
+      w.settled = 'rejected';
+    },
+  };
   return w;
 }
 
@@ -22,9 +30,21 @@ function writer(spoolMaxBytes: number, maxHeldBytes: number) {
   let spooled = 0;
   let droppedSeen = 0;
   const w = new SpoolWriter(spool, {
-    sync: false, maxHeldBytes, log: createLogger('info', (l) => logs.push(l)), stats,
-    observer: { exported() {}, exportFailed() {}, servedWhileUnavailable() {}, dropped: (n) => { droppedSeen += n; } },
-    spooled: () => { spooled++; },
+    sync: false,
+    maxHeldBytes,
+    log: createLogger('info', (l) => logs.push(l)),
+    stats,
+    observer: {
+      exported() {},
+      exportFailed() {},
+      servedWhileUnavailable() {},
+      dropped: (n) => {
+        droppedSeen += n;
+      },
+    },
+    spooled: () => {
+      spooled++;
+    },
   });
   return { w, spool, logs, stats, spooled: () => spooled, droppedSeen: () => droppedSeen };
 }

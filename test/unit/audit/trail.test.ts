@@ -8,8 +8,20 @@ import { createLogger } from '../../../src/log.js';
 import { until } from '../../support/until.js';
 
 const entry = (i: number): AuditEntry => ({
-  id: `e${i}`, agentId: 'bot', agentName: 'bot', capability: 'c', args: { i }, result: 'denied', denialReason: 'audit_unavailable',
-  jti: null, timestamp: i, durationMs: 0, method: 'GET', path: '/', status: 503, requestId: `r${i}`,
+  id: `e${i}`,
+  agentId: 'bot',
+  agentName: 'bot',
+  capability: 'c',
+  args: { i },
+  result: 'denied',
+  denialReason: 'audit_unavailable',
+  jti: null,
+  timestamp: i,
+  durationMs: 0,
+  method: 'GET',
+  path: '/',
+  status: 503,
+  requestId: `r${i}`,
 });
 
 describe('AuditTrail while the spool is down', () => {
@@ -17,9 +29,20 @@ describe('AuditTrail while the spool is down', () => {
     const logs: string[] = [];
     let dropped = 0;
     const trail = new AuditTrail({
-      keyring: parseKeyring(randomBytes(32).toString('base64')), exporters: [{ name: 'never', export: () => new Promise<void>(() => {}) }],
-      spoolMaxBytes: 1, maxHeldBytes: 1, flushIntervalMs: 60_000, log: createLogger('debug', (l) => logs.push(l)),
-      observer: { exported() {}, exportFailed() {}, servedWhileUnavailable() {}, dropped: (n) => { dropped += n; } },
+      keyring: parseKeyring(randomBytes(32).toString('base64')),
+      exporters: [{ name: 'never', export: () => new Promise<void>(() => {}) }],
+      spoolMaxBytes: 1,
+      maxHeldBytes: 1,
+      flushIntervalMs: 60_000,
+      log: createLogger('debug', (l) => logs.push(l)),
+      observer: {
+        exported() {},
+        exportFailed() {},
+        servedWhileUnavailable() {},
+        dropped: (n) => {
+          dropped += n;
+        },
+      },
     });
     await trail.start();
     await trail.record(entry(1));
@@ -37,23 +60,57 @@ describe('AuditTrail while the spool is down', () => {
 });
 
 describe('AuditTrail records', () => {
-  const unserialisable = () => ({ ...entry(2), args: { toJSON() { throw new Error('not serialisable'); } } });
+  const unserialisable = () => ({
+    ...entry(2),
+    args: {
+      toJSON() {
+        throw new Error('not serialisable');
+      },
+    },
+  });
   async function recordThree(durability: 'batched' | 'strict') {
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     const lines: Buffer[] = [];
     const logs: string[] = [];
     let dropped = 0;
     const trail = new AuditTrail({
-      keyring: keys, exporters: [{ name: 'mem', export: async (line) => { lines.push(line); } }], durability,
-      flushIntervalMs: 60_000, log: createLogger('error', (l) => logs.push(l)),
-      observer: { exported() {}, exportFailed() {}, servedWhileUnavailable() {}, dropped: (n) => { dropped += n; } },
+      keyring: keys,
+      exporters: [
+        {
+          name: 'mem',
+          export: async (line) => {
+            lines.push(line);
+          },
+        },
+      ],
+      durability,
+      flushIntervalMs: 60_000,
+      log: createLogger('error', (l) => logs.push(l)),
+      observer: {
+        exported() {},
+        exportFailed() {},
+        servedWhileUnavailable() {},
+        dropped: (n) => {
+          dropped += n;
+        },
+      },
     });
     await trail.start();
     await trail.record(entry(1));
     let thrown: unknown;
-    const refused = (() => { try { return trail.record(unserialisable()); } catch (err) { thrown = err; return undefined; } })();
+    const refused = (() => {
+      try {
+        return trail.record(unserialisable());
+      } catch (err) {
+        thrown = err;
+        return undefined;
+      }
+    })();
     expect(thrown).toBeUndefined(); // never a synchronous throw
-    const outcome = await refused!.then(() => 'resolved', (err: Error) => err.message);
+    const outcome = await refused!.then(
+      () => 'resolved',
+      (err: Error) => err.message,
+    );
     await trail.record(entry(3));
     await trail.drain(2_000);
     const { openBatch } = await import('../../../src/audit/crypto.js');
@@ -79,7 +136,20 @@ describe('AuditTrail records', () => {
   it('batched: entries of one event-loop turn go into the batch at its end, in order; a full batch is flushed without waiting for the timer', async () => {
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     const lines: Buffer[] = [];
-    const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'mem', export: async (line) => { lines.push(line); } }], flushIntervalMs: 60_000, maxBatch: 3, log: createLogger('error', () => {}) });
+    const trail = new AuditTrail({
+      keyring: keys,
+      exporters: [
+        {
+          name: 'mem',
+          export: async (line) => {
+            lines.push(line);
+          },
+        },
+      ],
+      flushIntervalMs: 60_000,
+      maxBatch: 3,
+      log: createLogger('error', () => {}),
+    });
     await trail.start();
     for (let i = 1; i <= 7; i++) void trail.record(entry(i));
     expect(trail.buffered).toBe(7); // pending entries count as buffered (readiness, drain)
@@ -92,8 +162,23 @@ describe('AuditTrail records', () => {
   it('drain spools what is recorded while it waits for exporters', async () => {
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     let exportCalled!: () => void;
-    const exporting = new Promise<void>((r) => { exportCalled = r; });
-    const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'never', export: () => { exportCalled(); return new Promise<void>(() => {}); } }], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
+    const exporting = new Promise<void>((r) => {
+      exportCalled = r;
+    });
+    const trail = new AuditTrail({
+      keyring: keys,
+      exporters: [
+        {
+          name: 'never',
+          export: () => {
+            exportCalled();
+            return new Promise<void>(() => {});
+          },
+        },
+      ],
+      flushIntervalMs: 60_000,
+      log: createLogger('error', () => {}),
+    });
     await trail.start();
     void trail.record(entry(1));
     const draining = trail.drain(200);
@@ -107,13 +192,30 @@ describe('AuditTrail records', () => {
   it('drain returns as soon as every exporter has every batch, well before its deadline', async () => {
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     let release!: () => void;
-    const held = new Promise<void>((r) => { release = r; });
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
     const lines: Buffer[] = [];
-    const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'slow', export: async (line) => { await held; lines.push(line); } }], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
+    const trail = new AuditTrail({
+      keyring: keys,
+      exporters: [
+        {
+          name: 'slow',
+          export: async (line) => {
+            await held;
+            lines.push(line);
+          },
+        },
+      ],
+      flushIntervalMs: 60_000,
+      log: createLogger('error', () => {}),
+    });
     await trail.start();
     void trail.record(entry(1));
     let drained = false;
-    const draining = trail.drain(3_600_000).then(() => { drained = true; });
+    const draining = trail.drain(3_600_000).then(() => {
+      drained = true;
+    });
     await until(() => trail.backlog === 1); // sealed and spooled, not yet acknowledged
     expect(drained).toBe(false);
     release();
@@ -129,7 +231,19 @@ describe('AuditTrail redaction of verified bodies', () => {
     const { parseStrictJsonBytes } = await import('../../../src/json/strict.js');
     const keys = parseKeyring(randomBytes(32).toString('base64'));
     const lines: Buffer[] = [];
-    const trail = new AuditTrail({ keyring: keys, exporters: [{ name: 'mem', export: async (line) => { lines.push(line); } }], flushIntervalMs: 60_000, log: createLogger('error', () => {}) });
+    const trail = new AuditTrail({
+      keyring: keys,
+      exporters: [
+        {
+          name: 'mem',
+          export: async (line) => {
+            lines.push(line);
+          },
+        },
+      ],
+      flushIntervalMs: 60_000,
+      log: createLogger('error', () => {}),
+    });
     await trail.start();
     const raw = (text: string) => {
       const bytes = Buffer.from(text);
@@ -151,7 +265,17 @@ describe('AuditTrail redaction of verified bodies', () => {
 
 /** The decrypted, decompressed text of a batch line (openBatch parses it; these tests look at the bytes). */
 function openText(line: Buffer, keys: ReturnType<typeof parseKeyring>): string {
-  const b = JSON.parse(line.toString()) as { kid: string; nonce: string; tag: string; data: string; v: 1; chain: string; seq: number; prev: string; z?: string };
+  const b = JSON.parse(line.toString()) as {
+    kid: string;
+    nonce: string;
+    tag: string;
+    data: string;
+    v: 1;
+    chain: string;
+    seq: number;
+    prev: string;
+    z?: string;
+  };
   const d = createDecipheriv('aes-256-gcm', keys.all.get(b.kid)!.key, Buffer.from(b.nonce, 'base64'));
   d.setAAD(aad(b));
   d.setAuthTag(Buffer.from(b.tag, 'base64'));

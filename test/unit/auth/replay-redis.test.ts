@@ -87,7 +87,7 @@ describe('RedisReplayStore', () => {
     expect(b.store.lastReset()).toBeGreaterThanOrEqual(a.store.lastReset()!);
   });
 
-  it('the reset is at the adopting sidecar\'s own clock, not the clock of the sidecar that wrote the marker', async () => {
+  it("the reset is at the adopting sidecar's own clock, not the clock of the sidecar that wrote the marker", async () => {
     await intact();
     const lagging = await store({ now: () => Date.now() - 20_000 }); // its clock is 20 s behind
     const b = await store();
@@ -138,7 +138,14 @@ describe('RedisReplayStore', () => {
     await a.client.set(SERVER, 'e'.repeat(40));
     const before = Date.now();
     a.client.disconnect(true); // a new socket: a's server check runs again
-    await until(async () => { try { await a.store.claim(`agent:T:cas-${Date.now()}`, 5_000); return true; } catch { return false; } }, 5_000);
+    await until(async () => {
+      try {
+        await a.store.claim(`agent:T:cas-${Date.now()}`, 5_000);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 5_000);
     expect(a.resets).toEqual(['server_changed']);
     const marker = (await a.client.get(MARKER))!;
     expect(Number(marker.split('-')[0])).toBeGreaterThanOrEqual(before);
@@ -147,7 +154,7 @@ describe('RedisReplayStore', () => {
     expect(c.resets).toEqual(['epoch_changed']);
   });
 
-  it('marker times are on Redis\'s clock: a sidecar whose clock is an hour behind cannot write a marker that others take for an old one', async () => {
+  it("marker times are on Redis's clock: a sidecar whose clock is an hour behind cannot write a marker that others take for an old one", async () => {
     await intact();
     const behind = await store({ now: () => Date.now() - 3_600_000 });
     await behind.store.claim('agent:T:clk0', 5_000);
@@ -185,7 +192,13 @@ describe('RedisReplayStore', () => {
     client.disconnect(true); // reconnects: for a moment the status is not "ready"
     await until(() => client.status !== 'ready', 2_000);
     await expect(s.claim('agent:T:nr1', 5_000)).rejects.toThrow(/not connected/);
-    await until(async () => { try { return await s.claim(`agent:T:nr-${Date.now()}`, 5_000); } catch { return false; } }, 5_000);
+    await until(async () => {
+      try {
+        return await s.claim(`agent:T:nr-${Date.now()}`, 5_000);
+      } catch {
+        return false;
+      }
+    }, 5_000);
   });
 
   it('a slow Redis during the server check: every claim waiting on it fails at once, with one check (INFO server + memory), and the next claim starts one new check', async () => {
@@ -195,11 +208,21 @@ describe('RedisReplayStore', () => {
     await until(() => client.status === 'ready');
     const sections: string[] = [];
     const info = client.info.bind(client) as (...a: unknown[]) => Promise<string>;
-    (client as unknown as { info: (...a: unknown[]) => Promise<string> }).info = (...a: unknown[]) => { sections.push(String(a[0] ?? 'all')); return info(...a); };
+    (client as unknown as { info: (...a: unknown[]) => Promise<string> }).info = (...a: unknown[]) => {
+      sections.push(String(a[0] ?? 'all'));
+      return info(...a);
+    };
     await admin.client.call('CLIENT', 'PAUSE', '1200', 'ALL'); // every command waits 1.2 s: longer than the 250 ms command timeout
     const started = Date.now();
     const s = new RedisReplayStore(client, { log, windowMs: WINDOW });
-    const settled = await Promise.all(Array.from({ length: 8 }, (_, i) => s.claim(`agent:T:slow${i}`, 5_000).then(() => ({ ok: true, at: Date.now() - started }), () => ({ ok: false, at: Date.now() - started }))));
+    const settled = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        s.claim(`agent:T:slow${i}`, 5_000).then(
+          () => ({ ok: true, at: Date.now() - started }),
+          () => ({ ok: false, at: Date.now() - started }),
+        ),
+      ),
+    );
     expect(settled.every((r) => !r.ok)).toBe(true);
     const times = settled.map((r) => r.at);
     expect(Math.max(...times)).toBeLessThan(700); // one timeout (250 ms), not one per waiter (8 x 250 ms)

@@ -5,7 +5,12 @@ import { MemoryReplayStore, REPLAY_BYTES_PER_ID, replayCapacity, refusedByReset,
 /** A clock the test moves by hand. */
 function manualClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {
   let t = start;
-  return { now: () => t, advance: (ms) => { t += ms; } };
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+  };
 }
 
 describe('MemoryReplayStore', () => {

@@ -29,7 +29,10 @@ beforeAll(async () => {
     key: await importAgentKey(other.publicJwk as Record<string, unknown>),
     thumbprint: other.thumbprint,
   };
-  agents = new Map([[agent.id, agent], [otherAgent.id, otherAgent]]);
+  agents = new Map([
+    [agent.id, agent],
+    [otherAgent.id, otherAgent],
+  ]);
 });
 
 /** Good claims, with overrides; a value of undefined removes the claim. */
@@ -42,8 +45,7 @@ function claims(over: Record<string, unknown> = {}): Record<string, unknown> {
   return base;
 }
 
-const token = (over: Record<string, unknown> = {}, header: Record<string, unknown> = HEADER) =>
-  signClaims(mine.privateJwk, header, claims(over));
+const token = (over: Record<string, unknown> = {}, header: Record<string, unknown> = HEADER) => signClaims(mine.privateJwk, header, claims(over));
 
 const verify = (t: string, now = NOW, capability = CAP) => verifyAgentToken(t, capability, agents, now);
 
@@ -164,7 +166,7 @@ describe('verifyAgentToken: steps 3-5, identity and audience', () => {
     expect(r).toMatchObject({ denied: true, code: 'agent_not_found', message: expect.stringContaining('agent-nobody') });
   });
 
-  it('answers token_invalid when iss is not the thumbprint of the agent\'s key', async () => {
+  it("answers token_invalid when iss is not the thumbprint of the agent's key", async () => {
     expect(await code(token({ iss: other.thumbprint }))).toBe('token_invalid');
     expect(await code(token({ iss: 'x' }))).toBe('token_invalid');
   });

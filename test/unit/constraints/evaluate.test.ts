@@ -27,9 +27,7 @@ describe('evaluateConstraints: numeric bounds on JSON values', () => {
   });
 
   it('reports a value under min', () => {
-    expect(check({ min: 10 }, json(9))).toEqual([
-      expect.objectContaining({ field: 'f', constraint: 'min', expected: 10, actual: 9 }),
-    ]);
+    expect(check({ min: 10 }, json(9))).toEqual([expect.objectContaining({ field: 'f', constraint: 'min', expected: 10, actual: 9 })]);
   });
 
   it.each([
@@ -49,9 +47,7 @@ describe('evaluateConstraints: numeric bounds on URL strings', () => {
   });
 
   it('compares the URL number against the bound', () => {
-    expect(check({ max: 1000 }, url('1001'))).toEqual([
-      expect.objectContaining({ constraint: 'max', expected: 1000, actual: '1001' }),
-    ]);
+    expect(check({ max: 1000 }, url('1001'))).toEqual([expect.objectContaining({ constraint: 'max', expected: 1000, actual: '1001' })]);
     expect(ops({ min: 0 }, url('-1'))).toEqual(['min']);
   });
 

@@ -43,16 +43,28 @@ describe('golden texts for models', () => {
   });
 
   const violation = deny('constraint_violated', "arguments violate the grant's constraints (to)", [
-    { field: 'to', constraint: 'in', expected: ['+254700000001', '+254700000002'], actual: '+9999999', message: 'to must be one of ["+254700000001","+254700000002"], got "+9999999"' },
+    {
+      field: 'to',
+      constraint: 'in',
+      expected: ['+254700000001', '+254700000002'],
+      actual: '+9999999',
+      message: 'to must be one of ["+254700000001","+254700000002"], got "+9999999"',
+    },
   ]);
   const active = { to: { in: ['+254700000001', '+254700000002'] } };
 
   it('guidance for a violation when request_permission exists', () => {
-    golden('guidance.constraint_violated.request-permission.txt', `${guidanceFor(violation, { capability: 'send_sms', activeConstraints: active, requestPermission: true })}\n`);
+    golden(
+      'guidance.constraint_violated.request-permission.txt',
+      `${guidanceFor(violation, { capability: 'send_sms', activeConstraints: active, requestPermission: true })}\n`,
+    );
   });
 
   it('guidance for a violation when it does not', () => {
-    golden('guidance.constraint_violated.no-request-permission.txt', `${guidanceFor(violation, { capability: 'send_sms', activeConstraints: active, requestPermission: false })}\n`);
+    golden(
+      'guidance.constraint_violated.no-request-permission.txt',
+      `${guidanceFor(violation, { capability: 'send_sms', activeConstraints: active, requestPermission: false })}\n`,
+    );
   });
 
   it('guidance for the other denials', () => {

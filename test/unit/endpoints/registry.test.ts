@@ -10,11 +10,21 @@ describe('the endpoint registry', () => {
 
   it('is what the policy compiler routes and discovery publishes', async () => {
     const policy = await billingPolicy();
-    const routed = policy.routes.filter((r) => r.kind === 'endpoint').map((r) => r.kind === 'endpoint' && `${r.method} ${r.template.source} ${r.endpoint} ${r.auth}`);
+    const routed = policy.routes
+      .filter((r) => r.kind === 'endpoint')
+      .map((r) => r.kind === 'endpoint' && `${r.method} ${r.template.source} ${r.endpoint} ${r.auth}`);
     // billing.yaml lists hosts and no accessRequests: the request_permission endpoints are not served.
-    const expected = Object.values(ENDPOINTS).filter((e) => e.needs !== 'accessRequests').map((e) => `${e.method} ${e.path} ${e.name} ${e.auth}`);
+    const expected = Object.values(ENDPOINTS)
+      .filter((e) => e.needs !== 'accessRequests')
+      .map((e) => `${e.method} ${e.path} ${e.name} ${e.auth}`);
     expect(routed).toEqual(expected);
     const published = discoveryDocument(policy).endpoints as Record<string, string>;
-    expect(published).toEqual(Object.fromEntries(Object.values(ENDPOINTS).filter((e) => e.discoveryName && e.needs !== 'accessRequests').map((e) => [e.discoveryName, e.path])));
+    expect(published).toEqual(
+      Object.fromEntries(
+        Object.values(ENDPOINTS)
+          .filter((e) => e.discoveryName && e.needs !== 'accessRequests')
+          .map((e) => [e.discoveryName, e.path]),
+      ),
+    );
   });
 });

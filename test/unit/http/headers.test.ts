@@ -6,11 +6,25 @@ const names = (flat: string[]): string[] => flat.filter((_, i) => i % 2 === 0);
 const identity = { agentId: 'agent-1', agentName: 'bot', capability: 'getInvoice' };
 
 describe('upstreamRequestHeaders', () => {
-  it('puts the sidecar\'s own headers first, then the caller\'s in order', () => {
+  it("puts the sidecar's own headers first, then the caller's in order", () => {
     const out = upstreamRequestHeaders(['Host', 'app', 'Accept', 'a/b', 'X-Kept', '1'], { identity, requestId: 'r-1', clientAddress: '10.0.0.7' });
     expect(out).toEqual([
-      'x-request-id', 'r-1', 'x-agent-id', 'agent-1', 'x-agent-name', 'bot', 'x-agent-capability', 'getInvoice',
-      'x-forwarded-for', '10.0.0.7', 'Host', 'app', 'Accept', 'a/b', 'X-Kept', '1',
+      'x-request-id',
+      'r-1',
+      'x-agent-id',
+      'agent-1',
+      'x-agent-name',
+      'bot',
+      'x-agent-capability',
+      'getInvoice',
+      'x-forwarded-for',
+      '10.0.0.7',
+      'Host',
+      'app',
+      'Accept',
+      'a/b',
+      'X-Kept',
+      '1',
     ]);
   });
 
@@ -24,25 +38,74 @@ describe('upstreamRequestHeaders', () => {
   });
 
   it.each([
-    'X-Agent.Id', 'X_Agent_Id', 'X-HTTP.Method-Override', 'X-Forwarded.For', 'X~Agent', "X'Agent", 'X*A', 'X|A', 'X^A', 'X`A', 'X!A', 'X#A', 'X$A', 'X%A', 'X&A', 'X+A',
+    'X-Agent.Id',
+    'X_Agent_Id',
+    'X-HTTP.Method-Override',
+    'X-Forwarded.For',
+    'X~Agent',
+    "X'Agent",
+    'X*A',
+    'X|A',
+    'X^A',
+    'X`A',
+    'X!A',
+    'X#A',
+    'X$A',
+    'X%A',
+    'X&A',
+    'X+A',
   ])('drops the name %s (outside [A-Za-z0-9-])', (name) => {
     expect(names(upstreamRequestHeaders([name, 'v', 'X-Kept', '1'], { requestId: 'r' }))).toEqual(['x-request-id', 'X-Kept']);
   });
 
   it.each([
-    'X-Real-IP', 'True-Client-IP', 'X-Client-IP', 'CF-Connecting-IP', 'Fastly-Client-IP', 'X-Cluster-Client-IP', 'X-ProxyUser-Ip', 'Client-IP',
-    'X-Original-URL', 'X-Rewrite-URL', 'X-Original-Host', 'X-Host', 'X-HTTP-Destinationurl', 'X-Forwarded-Host', 'X-Forwarded-Proto', 'X-Forwarded-Port',
-    'X-Forwarded-Prefix', 'X-Forwarded-For', 'Forwarded', 'X-Envoy-Original-Path', 'X-Originating-IP', 'X-Remote-Addr', 'Remote-User',
-    'X-HTTP-Method-Override', 'X-Agent-Role', 'Connection', 'Transfer-Encoding', 'X-Request-Id',
+    'X-Real-IP',
+    'True-Client-IP',
+    'X-Client-IP',
+    'CF-Connecting-IP',
+    'Fastly-Client-IP',
+    'X-Cluster-Client-IP',
+    'X-ProxyUser-Ip',
+    'Client-IP',
+    'X-Original-URL',
+    'X-Rewrite-URL',
+    'X-Original-Host',
+    'X-Host',
+    'X-HTTP-Destinationurl',
+    'X-Forwarded-Host',
+    'X-Forwarded-Proto',
+    'X-Forwarded-Port',
+    'X-Forwarded-Prefix',
+    'X-Forwarded-For',
+    'Forwarded',
+    'X-Envoy-Original-Path',
+    'X-Originating-IP',
+    'X-Remote-Addr',
+    'Remote-User',
+    'X-HTTP-Method-Override',
+    'X-Agent-Role',
+    'Connection',
+    'Transfer-Encoding',
+    'X-Request-Id',
     // second round: httpoxy, scheme and script path, auth-proxy identity assertions
-    'Proxy', 'Front-End-Https', 'X-Url-Scheme', 'X-Scheme', 'X-Script-Name', 'X-Amzn-Oidc-Data', 'X-Amzn-Oidc-Identity',
-    'X-Goog-Authenticated-User-Email', 'X-Goog-Authenticated-User-Id', 'X-Ms-Client-Principal', 'X-Ms-Client-Principal-Name',
-    'X-Webauth-User', 'X-Remote-Group',
+    'Proxy',
+    'Front-End-Https',
+    'X-Url-Scheme',
+    'X-Scheme',
+    'X-Script-Name',
+    'X-Amzn-Oidc-Data',
+    'X-Amzn-Oidc-Identity',
+    'X-Goog-Authenticated-User-Email',
+    'X-Goog-Authenticated-User-Id',
+    'X-Ms-Client-Principal',
+    'X-Ms-Client-Principal-Name',
+    'X-Webauth-User',
+    'X-Remote-Group',
   ])('drops %s (a dropped family)', (name) => {
     expect(names(upstreamRequestHeaders([name, 'v', 'X-Kept', '1'], { requestId: 'r' }))).toEqual(['x-request-id', 'X-Kept']);
   });
 
-  it('replaces the caller\'s Content-Length when the body was buffered', () => {
+  it("replaces the caller's Content-Length when the body was buffered", () => {
     const out = upstreamRequestHeaders(['Content-Length', '999', 'Content-Type', 'application/json'], { requestId: 'r', bodyLength: 12 });
     expect(out).toEqual(['x-request-id', 'r', 'Content-Type', 'application/json', 'content-length', '12']);
   });
@@ -76,6 +139,8 @@ describe('tooManyHeaders', () => {
 
 describe('downstreamResponseHeaders', () => {
   it('drops Alt-Svc: it would send the agent to the app over HTTP/3 (UDP), which capture does not redirect', () => {
-    expect(downstreamResponseHeaders({ 'alt-svc': 'h3=":443"; ma=86400', 'content-type': 'text/plain', connection: 'keep-alive' })).toEqual({ 'content-type': 'text/plain' });
+    expect(downstreamResponseHeaders({ 'alt-svc': 'h3=":443"; ma=86400', 'content-type': 'text/plain', connection: 'keep-alive' })).toEqual({
+      'content-type': 'text/plain',
+    });
   });
 });

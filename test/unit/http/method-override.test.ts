@@ -2,7 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { parseContentType } from '../../../src/http/body.js';
-import { agreedBoundary, bodyOverrideDenial, jsonMethodOverride, jsonUtf8, multipartMethodOverride, multipartProblem } from '../../../src/http/method-override.js';
+import {
+  agreedBoundary,
+  bodyOverrideDenial,
+  jsonMethodOverride,
+  jsonUtf8,
+  multipartMethodOverride,
+  multipartProblem,
+} from '../../../src/http/method-override.js';
 import { expectLinear } from '../../support/linear.js';
 
 const b = (s: string): Buffer => Buffer.from(s);
@@ -57,7 +64,7 @@ const utf32 = (s: string, little: boolean): Buffer => {
   return out;
 };
 
-describe('jsonUtf8 (Python\'s json.detect_encoding, RFC 4627 §3)', () => {
+describe("jsonUtf8 (Python's json.detect_encoding, RFC 4627 §3)", () => {
   it.each([
     ['UTF-8', b(OVERRIDE)],
     ['a UTF-8 BOM', b(`\ufeff${OVERRIDE}`)],
@@ -80,10 +87,13 @@ describe('jsonUtf8 (Python\'s json.detect_encoding, RFC 4627 §3)', () => {
   });
 });
 
-describe('jsonMethodOverride: the first value when more follows (Go\'s json.Decoder)', () => {
-  it.each([`${OVERRIDE} x`, `${OVERRIDE}{"b":1}`, `\n ${OVERRIDE}]]`, '{"s":"}{","_method":"PUT"} trailing', '{"s":"\\"}","_method":"PUT"}x'])('finds it in %s', (text) => {
-    expect(jsonMethodOverride(b(text))).toBe(true);
-  });
+describe("jsonMethodOverride: the first value when more follows (Go's json.Decoder)", () => {
+  it.each([`${OVERRIDE} x`, `${OVERRIDE}{"b":1}`, `\n ${OVERRIDE}]]`, '{"s":"}{","_method":"PUT"} trailing', '{"s":"\\"}","_method":"PUT"}x'])(
+    'finds it in %s',
+    (text) => {
+      expect(jsonMethodOverride(b(text))).toBe(true);
+    },
+  );
 
   it.each(['{"text":"hi"} {"_method":"DELETE"}', 'x {"_method":"DELETE"}'])('finds none in %s', (text) => {
     expect(jsonMethodOverride(b(text))).toBe(false);
@@ -93,7 +103,7 @@ describe('jsonMethodOverride: the first value when more follows (Go\'s json.Deco
 describe('multipartMethodOverride: header blocks as PHP and busboy read them', () => {
   const mp = (disposition: string, eol = '\r\n'): Buffer => b(`--b${eol}${disposition}${eol}${eol}DELETE${eol}--b--${eol}`);
   it.each([
-    ["single quotes", "Content-Disposition: form-data; name='_method'"],
+    ['single quotes', "Content-Disposition: form-data; name='_method'"],
     ['no "form-data;"', 'Content-Disposition: name="_method"'],
     ['two names (PHP takes the last)', 'Content-Disposition: form-data; name="x"; name="_method"'],
     ['two names (busboy takes the first)', 'Content-Disposition: form-data; name="_method"; name="x"'],
@@ -113,7 +123,13 @@ describe('multipartMethodOverride: header blocks as PHP and busboy read them', (
 
   it('ignores part contents, filenames and longer names', () => {
     const page = '<input type="hidden" name="_method" value="PUT">';
-    expect(multipartMethodOverride(b(`--b\r\nContent-Disposition: form-data; name="page"; filename="_method"\r\n\r\n${page}\r\n--b\r\nContent-Disposition: form-data; name="payment_method"\r\n\r\nx\r\n--b--\r\n`))).toBe(false);
+    expect(
+      multipartMethodOverride(
+        b(
+          `--b\r\nContent-Disposition: form-data; name="page"; filename="_method"\r\n\r\n${page}\r\n--b\r\nContent-Disposition: form-data; name="payment_method"\r\n\r\nx\r\n--b--\r\n`,
+        ),
+      ),
+    ).toBe(false);
   });
 });
 
@@ -148,11 +164,18 @@ describe('bodyOverrideDenial', () => {
   });
 
   it('refuses a UTF-7 charset', async () => {
-    expect(await bodyOverrideDenial(req({ 'content-type': 'application/json; charset="UTF-7"' }), b('{}'), 1024)).toMatchObject({ code: 'unsupported_media_type' });
+    expect(await bodyOverrideDenial(req({ 'content-type': 'application/json; charset="UTF-7"' }), b('{}'), 1024)).toMatchObject({
+      code: 'unsupported_media_type',
+    });
   });
 
   it.each([
-    ['gzip', gzipSync], ['x-gzip', gzipSync], ['deflate', deflateSync], ['deflate', deflateRawSync], ['br', brotliCompressSync], [' GZIP ', gzipSync],
+    ['gzip', gzipSync],
+    ['x-gzip', gzipSync],
+    ['deflate', deflateSync],
+    ['deflate', deflateRawSync],
+    ['br', brotliCompressSync],
+    [' GZIP ', gzipSync],
   ])('looks inside a %s body', async (coding, compress) => {
     const enc = { 'content-type': 'application/json', 'content-encoding': coding };
     expect(await bodyOverrideDenial(req(enc), compress(OVERRIDE), 1024)).toMatchObject({ code: 'invalid_body' });
@@ -160,9 +183,9 @@ describe('bodyOverrideDenial', () => {
   });
 });
 
-describe('jsonMethodOverride: a lexical scan of the first object\'s keys (issue 15, second review)', () => {
+describe("jsonMethodOverride: a lexical scan of the first object's keys (issue 15, second review)", () => {
   it.each([
-    ['NaN (Python\'s json.loads accepts it)', '{"_method":"DELETE","x":NaN}'],
+    ["NaN (Python's json.loads accepts it)", '{"_method":"DELETE","x":NaN}'],
     ['Infinity', '{"x":Infinity,"_method":"DELETE"}'],
     ['-Infinity', '{"x":-Infinity,"_method":"DELETE"}'],
     ['a comment (JSON5, JSONC)', '/* c */ {// "x"\n"_method" /* "y" */ : "DELETE"}'],
@@ -193,33 +216,57 @@ describe('jsonMethodOverride: a lexical scan of the first object\'s keys (issue 
 describe('charset on a scanned body (iconv-lite normalises names: lower-case, only [a-z0-9])', () => {
   const type = (t: string): IncomingMessage => req({ 'content-type': t });
   it.each([
-    'application/json; charset=utf-7', 'application/json; charset=utf--7', 'application/json; charset=utf-_7',
-    'text/plain; charset=shift_jis', 'application/x-www-form-urlencoded; charset=big5', 'application/json; charset=iso-2022-jp',
-    'application/json; charset=utf-.7', 'application/json; charset="utf\\-7"', 'application/json; charset = "UTF-7"',
-    'application/x-www-form-urlencoded; charset=utf7', 'text/plain; charset=unicode-1-1-utf-7', 'application/json; charset=ibm037',
-    'application/json; charset*=utf-8\'\'utf-7', 'application/json; charset=utf-8; charset=utf-7', 'application/json; charset=',
+    'application/json; charset=utf-7',
+    'application/json; charset=utf--7',
+    'application/json; charset=utf-_7',
+    'text/plain; charset=shift_jis',
+    'application/x-www-form-urlencoded; charset=big5',
+    'application/json; charset=iso-2022-jp',
+    'application/json; charset=utf-.7',
+    'application/json; charset="utf\\-7"',
+    'application/json; charset = "UTF-7"',
+    'application/x-www-form-urlencoded; charset=utf7',
+    'text/plain; charset=unicode-1-1-utf-7',
+    'application/json; charset=ibm037',
+    "application/json; charset*=utf-8''utf-7",
+    'application/json; charset=utf-8; charset=utf-7',
+    'application/json; charset=',
   ])('refuses %s (unsupported_media_type)', async (t) => {
     expect(await bodyOverrideDenial(type(t), b('{}'), 1024)).toMatchObject({ code: 'unsupported_media_type' });
   });
 
   it.each([
-    'application/json', 'application/json; charset=utf-8', 'application/json; charset="UTF-8"', 'application/json;charset=UTF8',
-    'text/plain; charset=us-ascii', 'application/x-www-form-urlencoded; charset=ISO-8859-1', 'application/json; charset=utf-16le',
-    'application/json; charset=latin1', 'multipart/form-data; boundary="a;charset=utf-7"',
-    'application/x-www-form-urlencoded; charset=windows-1252', 'text/plain; charset=ISO-8859-15', 'text/plain; charset=KOI8-R',
+    'application/json',
+    'application/json; charset=utf-8',
+    'application/json; charset="UTF-8"',
+    'application/json;charset=UTF8',
+    'text/plain; charset=us-ascii',
+    'application/x-www-form-urlencoded; charset=ISO-8859-1',
+    'application/json; charset=utf-16le',
+    'application/json; charset=latin1',
+    'multipart/form-data; boundary="a;charset=utf-7"',
+    'application/x-www-form-urlencoded; charset=windows-1252',
+    'text/plain; charset=ISO-8859-15',
+    'text/plain; charset=KOI8-R',
   ])('accepts %s', async (t) => {
     expect(await bodyOverrideDenial(type(t), b('{}'), 1024)).toBeUndefined();
   });
 });
 
 describe('bodyOverrideDenial: every cheap check runs whatever the declared type', () => {
-  const mp = (type: string, name = '"_method"'): [string, Record<string, string>, string] => [type, { 'content-type': `${type}; boundary=b` }, `--b\r\nContent-Disposition: form-data; name=${name}\r\n\r\nDELETE\r\n--b--\r\n`];
+  const mp = (type: string, name = '"_method"'): [string, Record<string, string>, string] => [
+    type,
+    { 'content-type': `${type}; boundary=b` },
+    `--b\r\nContent-Disposition: form-data; name=${name}\r\n\r\nDELETE\r\n--b--\r\n`,
+  ];
   it.each([
-    ['JSON sent as a form (PHP\'s json_decode, Laravel)', { 'content-type': 'application/x-www-form-urlencoded' }, OVERRIDE],
+    ["JSON sent as a form (PHP's json_decode, Laravel)", { 'content-type': 'application/x-www-form-urlencoded' }, OVERRIDE],
     ['JSON sent as multipart', { 'content-type': 'multipart/form-data; boundary=b' }, OVERRIDE],
     ['a form sent as application/x-url-encoded (Werkzeug)', { 'content-type': 'application/x-url-encoded' }, 'a=1&_method=DELETE'],
     ['a form sent as JSON', { 'content-type': 'application/json' }, 'a=1&.method=DELETE'],
-    mp('multipart/mixed'), mp('multipart/related'), mp('Multipart/Alternative'),
+    mp('multipart/mixed'),
+    mp('multipart/related'),
+    mp('Multipart/Alternative'),
   ])('refuses the override in %s', async (_what, headers, body) => {
     expect(await bodyOverrideDenial(req(headers), b(body), 1024)).toMatchObject({ code: 'invalid_body' });
   });
@@ -242,7 +289,7 @@ describe('multipartProblem: RFC 2231 names, line ends, the declared boundary', (
   });
 
   it('accepts "filename*" (RFC 5987 names a file, not a field)', () => {
-    expect(multipartProblem(mp("Content-Disposition: form-data; name=\"f\"; filename*=utf-8''caf%C3%A9.txt"), 'XX')).toBeUndefined();
+    expect(multipartProblem(mp('Content-Disposition: form-data; name="f"; filename*=utf-8\'\'caf%C3%A9.txt'), 'XX')).toBeUndefined();
   });
 
   it.each([
@@ -255,7 +302,9 @@ describe('multipartProblem: RFC 2231 names, line ends, the declared boundary', (
 
   it('finds the delimiter quoted, with trailing whitespace, and on a body with CR-only line ends', async () => {
     const body = b('preamble\r\n--XX  \r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--XX--\r\n');
-    await expect(bodyOverrideDenial(req({ 'content-type': 'multipart/form-data; boundary="XX"' }), body, 1024)).resolves.toMatchObject({ code: 'invalid_body' });
+    await expect(bodyOverrideDenial(req({ 'content-type': 'multipart/form-data; boundary="XX"' }), body, 1024)).resolves.toMatchObject({
+      code: 'invalid_body',
+    });
     expect(multipartProblem(b('--XX\rContent-Disposition: form-data; name="_method"\r\r\nx'), 'XX')).toBe('method');
   });
 
@@ -263,7 +312,7 @@ describe('multipartProblem: RFC 2231 names, line ends, the declared boundary', (
     ['a unified diff', '--- a/form.html\n+++ b/form.html\n@@ -1 +1 @@\n-<input name="_method" value="PUT">\n+<input name="_method" value="DELETE">\n'],
     ['an SQL comment', 'SELECT 1;\n-- name="_method"\nSELECT 2;\n'],
     ['a Markdown front matter', '---\nname: _method\n---\n'],
-    ['another boundary\'s delimiter', '--YY\r\nContent-Disposition: form-data; name="_method"\r\n\r\nx\r\n'],
+    ["another boundary's delimiter", '--YY\r\nContent-Disposition: form-data; name="_method"\r\n\r\nx\r\n'],
   ])('forwards an uploaded file holding %s (only lines after "--" + the declared boundary start a header block)', (_what, file) => {
     const body = b(`--XX\r\nContent-Disposition: form-data; name="file"; filename="f.txt"\r\nContent-Type: text/plain\r\n\r\n${file}\r\n--XX--\r\n`);
     expect(multipartProblem(body, 'XX')).toBeUndefined();
@@ -273,17 +322,56 @@ describe('multipartProblem: RFC 2231 names, line ends, the declared boundary', (
 describe('linear time on adversarial inputs (1 MB each, issue 15 second review)', () => {
   const M = 1 << 20;
   const inputs: ((n: number) => string)[] = [
-    (n) => '['.repeat(n), (n) => '[a'.repeat(n / 2), (n) => '[]'.repeat(n / 2), (n) => ']'.repeat(n), (n) => `_method${'['.repeat(n)}`,
-    (n) => `{"_method${'"'.repeat(n)}`, (n) => `{"${'\\u'.repeat(n / 2)}`, (n) => '{'.repeat(n), (n) => `{"_method":${'['.repeat(n)}`,
+    (n) => '['.repeat(n),
+    (n) => '[a'.repeat(n / 2),
+    (n) => '[]'.repeat(n / 2),
+    (n) => ']'.repeat(n),
+    (n) => `_method${'['.repeat(n)}`,
+    (n) => `{"_method${'"'.repeat(n)}`,
+    (n) => `{"${'\\u'.repeat(n / 2)}`,
+    (n) => '{'.repeat(n),
+    (n) => `{"_method":${'['.repeat(n)}`,
   ];
   it.each(inputs.map((s, i) => [i, s] as const))('input %i: every body check grows linearly', async (_i, input) => {
     const checks: [string, (n: number) => () => unknown][] = [
-      ['jsonMethodOverride', (n) => { const body = b(input(n)); return () => jsonMethodOverride(body); }],
-      ['multipart name', (n) => { const body = b(`--B\r\nContent-Disposition: form-data; name=${input(n)}\r\n\r\nx`); return () => multipartProblem(body, 'B'); }],
-      ['multipart delimiters', (n) => { const body = b(`method${'\n--B'.repeat(n / 4)}`); return () => multipartProblem(body, 'B'); }],
-      ['multipart without boundary', (n) => { const body = b(`method${'\n--'.repeat(n / 3)}`); return () => multipartProblem(body); }],
-      ...['application/x-www-form-urlencoded', 'text/plain', 'multipart/form-data; boundary=B'].map((type) =>
-        [`bodyOverrideDenial ${type}`, (n: number) => { const body = b(input(n)); return () => bodyOverrideDenial(req({ 'content-type': type }), body, 2 * n); }] as [string, (n: number) => () => unknown]),
+      [
+        'jsonMethodOverride',
+        (n) => {
+          const body = b(input(n));
+          return () => jsonMethodOverride(body);
+        },
+      ],
+      [
+        'multipart name',
+        (n) => {
+          const body = b(`--B\r\nContent-Disposition: form-data; name=${input(n)}\r\n\r\nx`);
+          return () => multipartProblem(body, 'B');
+        },
+      ],
+      [
+        'multipart delimiters',
+        (n) => {
+          const body = b(`method${'\n--B'.repeat(n / 4)}`);
+          return () => multipartProblem(body, 'B');
+        },
+      ],
+      [
+        'multipart without boundary',
+        (n) => {
+          const body = b(`method${'\n--'.repeat(n / 3)}`);
+          return () => multipartProblem(body);
+        },
+      ],
+      ...['application/x-www-form-urlencoded', 'text/plain', 'multipart/form-data; boundary=B'].map(
+        (type) =>
+          [
+            `bodyOverrideDenial ${type}`,
+            (n: number) => {
+              const body = b(input(n));
+              return () => bodyOverrideDenial(req({ 'content-type': type }), body, 2 * n);
+            },
+          ] as [string, (n: number) => () => unknown],
+      ),
     ];
     for (const [what, make] of checks) await expectLinear(make, M, what);
   });
@@ -310,7 +398,9 @@ describe('JSON5 keys and the boundary PHP reads', () => {
 
   it('scans every "--" line when PHP would read another boundary', async () => {
     const body = b('--zz\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--zz--\r\n');
-    await expect(bodyOverrideDenial(req({ 'content-type': 'multipart/form-data; xboundary=zz; boundary=b' }), body, 1024)).resolves.toMatchObject({ code: 'invalid_body' });
+    await expect(bodyOverrideDenial(req({ 'content-type': 'multipart/form-data; xboundary=zz; boundary=b' }), body, 1024)).resolves.toMatchObject({
+      code: 'invalid_body',
+    });
     expect(await bodyOverrideDenial(req({ 'content-type': 'multipart/form-data; boundary=b' }), body, 1024)).toBeUndefined();
   });
 });

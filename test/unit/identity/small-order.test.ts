@@ -43,25 +43,28 @@ describe('the torsion points, derived', () => {
 });
 
 describe('forgery against small-order keys', () => {
-  it.each(SMALL.map((s) => [s.encoding.toString('hex'), s] as const))(`node:crypto ${FORGEABLE_HERE ? 'accepts' : '(OpenSSL ' + process.versions.openssl + ') refuses'} a forged token for %s; importAgentKey refuses the key`, async (_hex, { encoding, order }) => {
-    // The exploit, as it stands today: OpenSSL imports the key and accepts R = identity, S = 0
-    // whenever [k]A is the identity: always for order 1, for 1 in `order` hashes otherwise.
-    const raw = createPublicKey({ key: jwkOf(encoding), format: 'jwk' });
-    let passed = 0;
-    for (let i = 0; i < 64; i++) {
-      const t = forged('x', `jti-${i}`);
-      if (verify(null, Buffer.from(t.slice(0, t.lastIndexOf('.'))), raw, Buffer.from(identitySignature(), 'base64url'))) passed++;
-    }
-    if (FORGEABLE_HERE) {
-      expect(passed).toBeGreaterThan(0);
-      if (order === 1) expect(passed).toBe(64);
-    } else {
-      expect(passed).toBe(0);
-    }
-    // The sidecar never imports such a key, so no agent can hold it.
-    await expect(importAgentKey(jwkOf(encoding))).rejects.toThrow(/small order/);
-    expect(ed25519KeyProblem(encoding)).toMatch(/small order/);
-  });
+  it.each(SMALL.map((s) => [s.encoding.toString('hex'), s] as const))(
+    `node:crypto ${FORGEABLE_HERE ? 'accepts' : '(OpenSSL ' + process.versions.openssl + ') refuses'} a forged token for %s; importAgentKey refuses the key`,
+    async (_hex, { encoding, order }) => {
+      // The exploit, as it stands today: OpenSSL imports the key and accepts R = identity, S = 0
+      // whenever [k]A is the identity: always for order 1, for 1 in `order` hashes otherwise.
+      const raw = createPublicKey({ key: jwkOf(encoding), format: 'jwk' });
+      let passed = 0;
+      for (let i = 0; i < 64; i++) {
+        const t = forged('x', `jti-${i}`);
+        if (verify(null, Buffer.from(t.slice(0, t.lastIndexOf('.'))), raw, Buffer.from(identitySignature(), 'base64url'))) passed++;
+      }
+      if (FORGEABLE_HERE) {
+        expect(passed).toBeGreaterThan(0);
+        if (order === 1) expect(passed).toBe(64);
+      } else {
+        expect(passed).toBe(0);
+      }
+      // The sidecar never imports such a key, so no agent can hold it.
+      await expect(importAgentKey(jwkOf(encoding))).rejects.toThrow(/small order/);
+      expect(ed25519KeyProblem(encoding)).toMatch(/small order/);
+    },
+  );
 
   it('a token forged for the identity key passes verifyAgentToken only with a key the importer would have refused', async () => {
     const identity = jwkOf(encode(1n, 0));

@@ -13,7 +13,11 @@ import { call } from '../../support/http.js';
 import { until } from '../../support/until.js';
 
 /** The app: answers each path with a status, remembers what the probes sent. */
-interface App { port: number; seen: { url: string; headers: IncomingHttpHeaders }[]; server: Server }
+interface App {
+  port: number;
+  seen: { url: string; headers: IncomingHttpHeaders }[];
+  server: Server;
+}
 
 function listen(server: Server | ReturnType<typeof createNetServer>): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
@@ -26,7 +30,10 @@ async function startApp(): Promise<App> {
   let ready = 200;
   const server = createHttpServer((req, res) => {
     seen.push({ url: req.url ?? '', headers: req.headers });
-    if (req.url === '/toggle') { ready = ready === 200 ? 500 : 200; return void res.end(); }
+    if (req.url === '/toggle') {
+      ready = ready === 200 ? 500 : 200;
+      return void res.end();
+    }
     if (req.url === '/hang') return; // never answers
     // Same-host redirects (followed, as the kubelet does): to a failing path, and a loop.
     if (req.url === '/to-missing') return void res.writeHead(302, { location: '/missing' }).end();
@@ -46,18 +53,25 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-const http = (port: number, path: string, extra: Partial<Extract<AppProbe, { httpGet: unknown }>['httpGet']> = {}, timeoutSeconds = 1): AppProbe =>
-  ({ httpGet: { path, port, scheme: 'HTTP', httpHeaders: [], ...extra }, timeoutSeconds });
+const http = (port: number, path: string, extra: Partial<Extract<AppProbe, { httpGet: unknown }>['httpGet']> = {}, timeoutSeconds = 1): AppProbe => ({
+  httpGet: { path, port, scheme: 'HTTP', httpHeaders: [], ...extra },
+  timeoutSeconds,
+});
 
 describe('parseAppProbes (AGENTS_CHAIN_APP_PROBES)', () => {
-  it('reads the injector\'s JSON, with the kubelet\'s defaults for what it leaves out', () => {
-    const probes = parseAppProbes(JSON.stringify({
-      'app/readyz': { httpGet: { path: '/ready', port: 8080, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 3 },
-      'app/livez': { tcpSocket: { port: 8080 } },
-      'worker-2/startupz': { httpGet: { port: 9000 } },
-    }));
+  it("reads the injector's JSON, with the kubelet's defaults for what it leaves out", () => {
+    const probes = parseAppProbes(
+      JSON.stringify({
+        'app/readyz': { httpGet: { path: '/ready', port: 8080, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 3 },
+        'app/livez': { tcpSocket: { port: 8080 } },
+        'worker-2/startupz': { httpGet: { port: 9000 } },
+      }),
+    );
     expect([...probes.keys()]).toEqual(['app/readyz', 'app/livez', 'worker-2/startupz']);
-    expect(probes.get('app/readyz')).toEqual({ httpGet: { path: '/ready', port: 8080, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 3 });
+    expect(probes.get('app/readyz')).toEqual({
+      httpGet: { path: '/ready', port: 8080, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] },
+      timeoutSeconds: 3,
+    });
     expect(probes.get('app/livez')).toEqual({ tcpSocket: { port: 8080 }, timeoutSeconds: 1 });
     expect(probes.get('worker-2/startupz')).toEqual({ httpGet: { path: '/', port: 9000, scheme: 'HTTP', httpHeaders: [] }, timeoutSeconds: 1 });
     expect(parseAppProbes(undefined).size).toBe(0);
@@ -77,7 +91,10 @@ describe('parseAppProbes (AGENTS_CHAIN_APP_PROBES)', () => {
       [{ 'app/readyz': { httpGet: { port: 80, path: 'ready' } } }, '.httpGet.path must be a path starting with "/"'],
       [{ 'app/readyz': { httpGet: { port: 80, path: '/a b' } } }, '.httpGet.path must be a path'],
       [{ 'app/readyz': { httpGet: { port: 80, scheme: 'GRPC' } } }, '.httpGet.scheme must be HTTP or HTTPS, got "GRPC"'],
-      [{ 'app/readyz': { httpGet: { port: 80, httpHeaders: [{ name: 'X', value: 'a\r\nInjected: 1' }] } } }, '.httpGet.httpHeaders[0] must be {name: <header name>, value: <text on one line>}'],
+      [
+        { 'app/readyz': { httpGet: { port: 80, httpHeaders: [{ name: 'X', value: 'a\r\nInjected: 1' }] } } },
+        '.httpGet.httpHeaders[0] must be {name: <header name>, value: <text on one line>}',
+      ],
       [{ 'app/readyz': { httpGet: { port: 80, httpHeaders: [{ name: 'Bad Name', value: 'x' }] } } }, '.httpGet.httpHeaders[0]'],
       [{ 'app/readyz': { tcpSocket: { port: 80 }, timeoutSeconds: 0 } }, '.timeoutSeconds must be a whole number of seconds, at least 1'],
     ];
@@ -89,10 +106,15 @@ describe('parseAppProbes (AGENTS_CHAIN_APP_PROBES)', () => {
 
 describe('runAppProbe against a real app on 127.0.0.1', () => {
   let app: App;
-  beforeAll(async () => { app = await startApp(); });
-  afterAll(async () => { app.server.closeAllConnections(); await new Promise((r) => app.server.close(r)); });
+  beforeAll(async () => {
+    app = await startApp();
+  });
+  afterAll(async () => {
+    app.server.closeAllConnections();
+    await new Promise((r) => app.server.close(r));
+  });
 
-  it('httpGet: 200-399 pass (a redirect is not followed), 4xx/5xx fail, with the app\'s status', async () => {
+  it("httpGet: 200-399 pass (a redirect is not followed), 4xx/5xx fail, with the app's status", async () => {
     expect(await runAppProbe(http(app.port, '/ready'))).toEqual({ ok: true, status: 200 });
     expect(await runAppProbe(http(app.port, '/moved'))).toEqual({ ok: true, status: 302 });
     expect(await runAppProbe(http(app.port, '/missing'))).toEqual({ ok: false, status: 404 });
@@ -107,8 +129,15 @@ describe('runAppProbe against a real app on 127.0.0.1', () => {
     expect(app.seen.some((s) => s.url.includes('elsewhere'))).toBe(false);
   });
 
-  it('sends the probe\'s path (query included) and headers, Host among them, like the kubelet', async () => {
-    await runAppProbe(http(app.port, '/ready?deep=1', { httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }, { name: 'Host', value: 'app.internal' }] }));
+  it("sends the probe's path (query included) and headers, Host among them, like the kubelet", async () => {
+    await runAppProbe(
+      http(app.port, '/ready?deep=1', {
+        httpHeaders: [
+          { name: 'X-Probe', value: 'kubelet' },
+          { name: 'Host', value: 'app.internal' },
+        ],
+      }),
+    );
     const last = app.seen.at(-1)!;
     expect(last.url).toBe('/ready?deep=1');
     expect(last.headers).toMatchObject({ 'x-probe': 'kubelet', host: 'app.internal', accept: '*/*' });
@@ -148,11 +177,30 @@ describe('runAppProbe against a real app on 127.0.0.1', () => {
     expect(await runAppProbe({ tcpSocket: { port: await closedPort() }, timeoutSeconds: 1 })).toEqual({ ok: false, error: 'ECONNREFUSED' });
   });
 
-  it('HTTPS: the app\'s self-signed certificate is accepted, as the kubelet accepts it', async () => {
+  it("HTTPS: the app's self-signed certificate is accepted, as the kubelet accepts it", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'agents-chain-probe-'));
     try {
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-        '-subj', '/CN=app', '-keyout', join(dir, 'k'), '-out', join(dir, 'c')], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-days',
+          '1',
+          '-subj',
+          '/CN=app',
+          '-keyout',
+          join(dir, 'k'),
+          '-out',
+          join(dir, 'c'),
+        ],
+        { stdio: 'ignore' },
+      );
       const server = createHttpsServer({ key: readFileSync(join(dir, 'k')), cert: readFileSync(join(dir, 'c')) }, (_req, res) => res.end('ok'));
       const port = await listen(server);
       try {
@@ -182,15 +230,22 @@ describe('the admin listener answers /app-health/<container>/<kind>', () => {
   beforeAll(async () => {
     app = await startApp();
     ({ sidecar } = await startTestSidecar({
-      policy: 'version: 1\nprovider: { name: probe-test, issuer: https://probe.example.com }\ncapabilities:\n  - { name: read, method: GET, path: /items }\n', policyName: 'probe.yaml',
-      app: { url: `http://127.0.0.1:${app.port}` }, logLevel: 'error',
+      policy: 'version: 1\nprovider: { name: probe-test, issuer: https://probe.example.com }\ncapabilities:\n  - { name: read, method: GET, path: /items }\n',
+      policyName: 'probe.yaml',
+      app: { url: `http://127.0.0.1:${app.port}` },
+      logLevel: 'error',
       // An admin token is set: the probes must still be open, as /readyz is.
       adminToken: 'admin-secret',
-      appProbes: parseAppProbes(JSON.stringify({
-        'app/readyz': { httpGet: { path: '/ready', port: app.port, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] }, timeoutSeconds: 1 },
-        'app/livez': { tcpSocket: { port: app.port } },
-        'app/startupz': { tcpSocket: { port: await closedPort() } },
-      })),
+      appProbes: parseAppProbes(
+        JSON.stringify({
+          'app/readyz': {
+            httpGet: { path: '/ready', port: app.port, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: 'kubelet' }] },
+            timeoutSeconds: 1,
+          },
+          'app/livez': { tcpSocket: { port: app.port } },
+          'app/startupz': { tcpSocket: { port: await closedPort() } },
+        }),
+      ),
     }));
   });
   afterAll(async () => {
@@ -200,7 +255,7 @@ describe('the admin listener answers /app-health/<container>/<kind>', () => {
   });
   const get = (path: string, method: 'GET' | 'HEAD' = 'GET') => call(sidecar.adminUrl, { method, path });
 
-  it('200 while the app\'s probe passes, 503 once it fails, without a token; the app\'s body is never passed on', async () => {
+  it("200 while the app's probe passes, 503 once it fails, without a token; the app's body is never passed on", async () => {
     const ok = await get('/app-health/app/readyz');
     expect(ok.status).toBe(200);
     expect(ok.json).toEqual({ probe: 'app/readyz', status: 'ok', appStatus: 200 });
@@ -217,7 +272,7 @@ describe('the admin listener answers /app-health/<container>/<kind>', () => {
     expect((await get('/app-health/app/readyz', 'HEAD')).status).toBe(200);
   });
 
-  it('many callers at once cost the app one probe (the endpoint needs no token: it must not multiply the app\'s load)', async () => {
+  it("many callers at once cost the app one probe (the endpoint needs no token: it must not multiply the app's load)", async () => {
     await reused();
     const before = app.seen.filter((r) => r.url === '/ready').length;
     const answers = await Promise.all(Array.from({ length: 50 }, () => get('/app-health/app/readyz')));

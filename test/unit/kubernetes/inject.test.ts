@@ -35,10 +35,31 @@ describe('injectPodTemplate (iptables capture, the default)', () => {
     expect(report.injected).toEqual(['Deployment/billing']);
     expect((t.spec!.containers as C[]).map((c) => c.name)).toEqual(['app', 'log-shipper', CONTAINER]);
     const sc = (t.spec!.containers as C[]).at(-1)!;
-    expect(sc.args).toEqual(['serve', '--policy', '/etc/agents-chain/policy.yaml', '--upstream', 'http://127.0.0.1:3000', '--listen', '[::]:17480', '--admin', '[::]:17490', '--audit-spool', '/var/spool/agents-chain']);
-    expect(sc.ports).toEqual([{ name: 'agents-chain', containerPort: 17480, protocol: 'TCP' }, { name: 'ac-admin', containerPort: 17490, protocol: 'TCP' }]);
+    expect(sc.args).toEqual([
+      'serve',
+      '--policy',
+      '/etc/agents-chain/policy.yaml',
+      '--upstream',
+      'http://127.0.0.1:3000',
+      '--listen',
+      '[::]:17480',
+      '--admin',
+      '[::]:17490',
+      '--audit-spool',
+      '/var/spool/agents-chain',
+    ]);
+    expect(sc.ports).toEqual([
+      { name: 'agents-chain', containerPort: 17480, protocol: 'TCP' },
+      { name: 'ac-admin', containerPort: 17490, protocol: 'TCP' },
+    ]);
     expect(sc.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 17490 });
-    expect(sc.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 10001, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(sc.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: 10001,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+    });
     expect(sc.env).toEqual([
       { name: 'AGENTS_CHAIN_LOG_LEVEL', value: 'info' },
       { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: '5000' },
@@ -48,36 +69,63 @@ describe('injectPodTemplate (iptables capture, the default)', () => {
     const init = (t.spec!.initContainers as C[])[0]!;
     expect(init.name).toBe(CAPTURE_CONTAINER);
     expect(init.args).toEqual(['capture', '--redirect-to', '17480', '--exclude-ports', '17480,17490']);
-    expect(init.securityContext).toMatchObject({ runAsUser: 0, runAsNonRoot: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] } });
+    expect(init.securityContext).toMatchObject({
+      runAsUser: 0,
+      runAsNonRoot: false,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW'] },
+    });
     expect((t.spec!.volumes as C[]).map((v) => v.name)).toEqual(['agents-chain-policy', 'agents-chain-spool', 'agents-chain-tmp']);
     // The app container is exactly what it was: its port, command and probes.
     expect((t.spec!.containers as C[])[0]).toEqual((podTemplateOf(byName('billing'))!.spec!.containers as C[])[0]);
     expect(t.spec!.terminationGracePeriodSeconds).toBe(5 + 15 + 10 + 5);
-    expect(JSON.parse(t.metadata!.annotations![ANNOTATION.status]!)).toEqual({ version: expect.any(String), capture: 'iptables', port: 17480, adminPort: 17490, upstreamPort: 3000, app: 'app', native: false });
+    expect(JSON.parse(t.metadata!.annotations![ANNOTATION.status]!)).toEqual({
+      version: expect.any(String),
+      capture: 'iptables',
+      port: 17480,
+      adminPort: 17490,
+      upstreamPort: 3000,
+      app: 'app',
+      native: false,
+    });
     expect(t.metadata!.annotations!['kubectl.kubernetes.io/default-container']).toBe('app');
   });
 
-  it('takes the app\'s only declared port without an annotation', () => {
+  it("takes the app's only declared port without an annotation", () => {
     const r = injected(injectPodTemplate(pod({}), defaults));
     expect((r.template.spec!.containers as C[]).at(-1)!.args).toContain('http://127.0.0.1:8080');
     expect(r.injection.app).toEqual({ container: 'app', number: 8080, name: 'http' });
   });
 
-  it('sends the app\'s probes on captured ports to the sidecar\'s admin port, and tells the sidecar the originals', () => {
-    const t = pod({ [ANNOTATION.excludeInboundPorts]: '9100' }, {
-      containers: [{
-        name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }, { name: 'metrics', containerPort: 9100 }],
-        readinessProbe: { httpGet: { path: '/ready', port: 'http', httpHeaders: [{ name: 'X-Probe', value: '1' }] }, periodSeconds: 3, timeoutSeconds: 2 },
-        livenessProbe: { tcpSocket: { port: 8080 } },
-        startupProbe: { httpGet: { path: '/metrics', port: 'metrics' } },
-      }],
-    });
+  it("sends the app's probes on captured ports to the sidecar's admin port, and tells the sidecar the originals", () => {
+    const t = pod(
+      { [ANNOTATION.excludeInboundPorts]: '9100' },
+      {
+        containers: [
+          {
+            name: 'app',
+            image: 'x',
+            ports: [
+              { name: 'http', containerPort: 8080 },
+              { name: 'metrics', containerPort: 9100 },
+            ],
+            readinessProbe: { httpGet: { path: '/ready', port: 'http', httpHeaders: [{ name: 'X-Probe', value: '1' }] }, periodSeconds: 3, timeoutSeconds: 2 },
+            livenessProbe: { tcpSocket: { port: 8080 } },
+            startupProbe: { httpGet: { path: '/metrics', port: 'metrics' } },
+          },
+        ],
+      },
+    );
     const r = injected(injectPodTemplate(t, { ...defaults }, {}));
     const app = (r.template.spec!.containers as C[])[0]!;
     expect(app.readinessProbe).toEqual({ httpGet: { path: '/app-health/app/readyz', port: 17490 }, periodSeconds: 3, timeoutSeconds: 2 });
     expect(app.livenessProbe).toEqual({ httpGet: { path: '/app-health/app/livez', port: 17490 } });
     expect(app.startupProbe).toEqual({ httpGet: { path: '/metrics', port: 'metrics' } }); // an excluded port is not captured
-    expect(app.ports).toEqual([{ name: 'http', containerPort: 8080 }, { name: 'metrics', containerPort: 9100 }]);
+    expect(app.ports).toEqual([
+      { name: 'http', containerPort: 8080 },
+      { name: 'metrics', containerPort: 9100 },
+    ]);
     const env = (r.template.spec!.containers as C[]).at(-1)!.env as { name: string; value: string }[];
     expect(JSON.parse(env.find((e) => e.name === 'AGENTS_CHAIN_APP_PROBES')!.value)).toEqual({
       'app/readyz': { httpGet: { path: '/ready', port: 8080, scheme: 'HTTP', httpHeaders: [{ name: 'X-Probe', value: '1' }] }, timeoutSeconds: 2 },
@@ -87,13 +135,30 @@ describe('injectPodTemplate (iptables capture, the default)', () => {
   });
 
   it('warns about other declared ports it captures, and about replicas without a shared Redis', () => {
-    const t = pod({ [ANNOTATION.upstreamPort]: 'http' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }, { name: 'metrics', containerPort: 9100 }] }] });
+    const t = pod(
+      { [ANNOTATION.upstreamPort]: 'http' },
+      {
+        containers: [
+          {
+            name: 'app',
+            image: 'x',
+            ports: [
+              { name: 'http', containerPort: 8080 },
+              { name: 'metrics', containerPort: 9100 },
+            ],
+          },
+        ],
+      },
+    );
     const r = injected(injectPodTemplate(t, defaults, { replicas: 3 }));
     expect(r.warnings.join('\n')).toMatch(/port 9100 of container app is captured too/);
     expect(r.warnings.join('\n')).toMatch(/3 replicas without agents-chain.io\/redis-secret/);
     const shared = injected(injectPodTemplate(pod({ [ANNOTATION.redisSecret]: 'redis' }), defaults, { replicas: 3 }));
     expect(shared.warnings).toEqual([]);
-    expect((shared.template.spec!.containers as C[]).at(-1)!.env).toContainEqual({ name: 'AGENTS_CHAIN_REDIS_URL', valueFrom: { secretKeyRef: { name: 'redis', key: 'url' } } });
+    expect((shared.template.spec!.containers as C[]).at(-1)!.env).toContainEqual({
+      name: 'AGENTS_CHAIN_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: 'redis', key: 'url' } },
+    });
   });
 
   it('warns about containers that could change the capture rules', () => {
@@ -112,10 +177,21 @@ describe('injectPodTemplate (iptables capture, the default)', () => {
 });
 
 describe('injectPodTemplate (port capture)', () => {
-  it('takes the app\'s named port: the app\'s port is renamed, probes follow it, the sidecar declares the old name', () => {
-    const t = pod({ [ANNOTATION.capture]: 'port' }, {
-      containers: [{ name: 'app', image: 'x', command: ['web'], ports: [{ name: 'http', containerPort: 8080 }], readinessProbe: { httpGet: { path: '/', port: 'http' } } }],
-    });
+  it("takes the app's named port: the app's port is renamed, probes follow it, the sidecar declares the old name", () => {
+    const t = pod(
+      { [ANNOTATION.capture]: 'port' },
+      {
+        containers: [
+          {
+            name: 'app',
+            image: 'x',
+            command: ['web'],
+            ports: [{ name: 'http', containerPort: 8080 }],
+            readinessProbe: { httpGet: { path: '/', port: 'http' } },
+          },
+        ],
+      },
+    );
     const r = injected(injectPodTemplate(t, defaults));
     const [app, sc] = r.template.spec!.containers as C[];
     expect(app!.ports).toEqual([{ name: 'app-http', containerPort: 8080 }]);
@@ -133,30 +209,92 @@ describe('injectPodTemplate (port capture)', () => {
 
 describe('injectPodTemplate fails closed', () => {
   it.each<[string, PodTemplate, RegExp]>([
-    ['no policy', { metadata: { annotations: { [ANNOTATION.inject]: 'true' } }, spec: { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 80 }] }] } }, /agents-chain.io\/policy .* is required/],
+    [
+      'no policy',
+      { metadata: { annotations: { [ANNOTATION.inject]: 'true' } }, spec: { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 80 }] }] } },
+      /agents-chain.io\/policy .* is required/,
+    ],
     ['a bad port', pod({ [ANNOTATION.port]: 'eighty' }), /agents-chain.io\/port must be a port number/],
     ['a port out of range', pod({ [ANNOTATION.upstreamPort]: '70000' }), /upstream-port must be a port number/],
-    ['an app already on the sidecar\'s port', pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 17480 }] }] }), /port 17480 of container app is also the sidecar's/],
+    [
+      "an app already on the sidecar's port",
+      pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 17480 }] }] }),
+      /port 17480 of container app is also the sidecar's/,
+    ],
     ['an app port named in the annotation but not declared', pod({ [ANNOTATION.upstreamPort]: 'web' }), /no container declares a TCP port with that name/],
-    ['several ports and no annotation', pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 80 }, { containerPort: 81 }] }] }), /several TCP ports .* set agents-chain.io\/upstream-port/],
+    [
+      'several ports and no annotation',
+      pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 80 }, { containerPort: 81 }] }] }),
+      /several TCP ports .* set agents-chain.io\/upstream-port/,
+    ],
     ['no port at all', pod({}, { containers: [{ name: 'app', image: 'x' }] }), /no container declares a TCP port/],
     ['an unknown capture mode', pod({ [ANNOTATION.capture]: 'ebpf' }), /capture must be iptables or port/],
     ['a typo in an annotation', pod({ 'agents-chain.io/upstrem-port': '8080' }), /unknown annotation agents-chain.io\/upstrem-port/],
     ['inject: "yes"', pod({ [ANNOTATION.inject]: 'yes' }), /inject must be "true" or "false"/],
-    ['the app\'s port excluded from capture', pod({ [ANNOTATION.upstreamPort]: '8080', [ANNOTATION.excludeInboundPorts]: '8080' }), /exclude-inbound-ports lists the app's port 8080/],
+    [
+      "the app's port excluded from capture",
+      pod({ [ANNOTATION.upstreamPort]: '8080', [ANNOTATION.excludeInboundPorts]: '8080' }),
+      /exclude-inbound-ports lists the app's port 8080/,
+    ],
     ['a bad Secret name', pod({ [ANNOTATION.redisSecret]: 'Redis URL' }), /redis-secret must be a Secret name/],
-    ['a Job with native-sidecar "false"', pod({ [ANNOTATION.nativeSidecar]: 'false' }, { restartPolicy: 'Never' }), /runs to completion .* must be a native sidecar/],
-    ['hostNetwork: true (the app\'s port is the node\'s)', pod({}, { hostNetwork: true }), /hostNetwork: true/],
-    ['an Istio sidecar in iptables mode (two inbound redirects)', pod({}, { initContainers: [{ name: 'istio-init', image: 'istio/proxyv2' }] }), /has istio-init .* use agents-chain.io\/capture: port/],
-    ['a gRPC probe on a captured port', pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 8080 }], livenessProbe: { grpc: { port: 8080 } } }] }), /gRPC probe on captured port 8080/],
+    [
+      'a Job with native-sidecar "false"',
+      pod({ [ANNOTATION.nativeSidecar]: 'false' }, { restartPolicy: 'Never' }),
+      /runs to completion .* must be a native sidecar/,
+    ],
+    ["hostNetwork: true (the app's port is the node's)", pod({}, { hostNetwork: true }), /hostNetwork: true/],
+    [
+      'an Istio sidecar in iptables mode (two inbound redirects)',
+      pod({}, { initContainers: [{ name: 'istio-init', image: 'istio/proxyv2' }] }),
+      /has istio-init .* use agents-chain.io\/capture: port/,
+    ],
+    [
+      'a gRPC probe on a captured port',
+      pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 8080 }], livenessProbe: { grpc: { port: 8080 } } }] }),
+      /gRPC probe on captured port 8080/,
+    ],
   ])('refuses %s, with the reason', (_what, t, reason) => {
     expect(refusedWith(injectPodTemplate(t, defaults))).toMatch(reason);
   });
 
   it.each<[string, PodTemplate, RegExp]>([
-    ['another container declares the app\'s port name', pod({ [ANNOTATION.capture]: 'port', [ANNOTATION.upstreamPort]: 'http' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] }, { name: 'proxy', image: 'y', ports: [{ name: 'http', containerPort: 9000 }] }] }), /container proxy also declares a port named "http"/],
-    ['the app\'s port number under a second name', pod({ [ANNOTATION.capture]: 'port', [ANNOTATION.upstreamPort]: 'http' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }, { name: 'web', containerPort: 8080 }] }] }), /port 8080 is also declared as "web"/],
-    ['a hostPort on the app\'s port', pod({ [ANNOTATION.capture]: 'port' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080, hostPort: 8080 }] }] }), /has a hostPort/],
+    [
+      "another container declares the app's port name",
+      pod(
+        { [ANNOTATION.capture]: 'port', [ANNOTATION.upstreamPort]: 'http' },
+        {
+          containers: [
+            { name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] },
+            { name: 'proxy', image: 'y', ports: [{ name: 'http', containerPort: 9000 }] },
+          ],
+        },
+      ),
+      /container proxy also declares a port named "http"/,
+    ],
+    [
+      "the app's port number under a second name",
+      pod(
+        { [ANNOTATION.capture]: 'port', [ANNOTATION.upstreamPort]: 'http' },
+        {
+          containers: [
+            {
+              name: 'app',
+              image: 'x',
+              ports: [
+                { name: 'http', containerPort: 8080 },
+                { name: 'web', containerPort: 8080 },
+              ],
+            },
+          ],
+        },
+      ),
+      /port 8080 is also declared as "web"/,
+    ],
+    [
+      "a hostPort on the app's port",
+      pod({ [ANNOTATION.capture]: 'port' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080, hostPort: 8080 }] }] }),
+      /has a hostPort/,
+    ],
   ])('port mode refuses %s (a way around the sidecar)', (_what, t, reason) => {
     expect(refusedWith(injectPodTemplate(t, defaults))).toMatch(reason);
   });
@@ -172,8 +310,31 @@ describe('injectPodTemplate fails closed', () => {
     const meshAfter = structuredClone(done);
     meshAfter.spec!.containers = [...(meshAfter.spec!.containers as C[]), { name: 'istio-proxy', image: 'istio/proxyv2' }];
     expect(refusedWith(injectPodTemplate(meshAfter, defaults))).toMatch(/has istio-proxy/);
-    expect(injected(injectPodTemplate(pod({ [ANNOTATION.capture]: 'port' }, { containers: [{ name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] }, { name: 'istio-proxy', image: 'i' }] }), defaults)).injection.capture).toBe('port');
-    const ownContainer = pod({}, { containers: [{ name: 'app', image: 'x', ports: [{ containerPort: 8080 }] }, { name: CONTAINER, image: 'not-ours' }] });
+    expect(
+      injected(
+        injectPodTemplate(
+          pod(
+            { [ANNOTATION.capture]: 'port' },
+            {
+              containers: [
+                { name: 'app', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] },
+                { name: 'istio-proxy', image: 'i' },
+              ],
+            },
+          ),
+          defaults,
+        ),
+      ).injection.capture,
+    ).toBe('port');
+    const ownContainer = pod(
+      {},
+      {
+        containers: [
+          { name: 'app', image: 'x', ports: [{ containerPort: 8080 }] },
+          { name: CONTAINER, image: 'not-ours' },
+        ],
+      },
+    );
     expect(refusedWith(injectPodTemplate(ownContainer, defaults))).toMatch(/a container is named agents-chain but agents-chain.io\/status does not say/);
   });
 
@@ -186,7 +347,11 @@ describe('injectPodTemplate fails closed', () => {
     const r = injectPodTemplate(pod({ [ANNOTATION.port]: 'x', [ANNOTATION.allowUnprotected]: 'true' }), defaults);
     expect(r.outcome).toBe('unprotected');
     if (r.outcome !== 'unprotected') return;
-    expect(JSON.parse(r.template.metadata!.annotations![ANNOTATION.status]!)).toEqual({ injected: false, unprotected: true, reasons: [expect.stringMatching(/port must be a port number/)] });
+    expect(JSON.parse(r.template.metadata!.annotations![ANNOTATION.status]!)).toEqual({
+      injected: false,
+      unprotected: true,
+      reasons: [expect.stringMatching(/port must be a port number/)],
+    });
     expect((r.template.spec!.containers as C[]).map((c) => c.name)).toEqual(['app']);
   });
 
@@ -199,14 +364,18 @@ describe('injectPodTemplate fails closed', () => {
 });
 
 describe('native sidecars, Jobs and CronJobs', () => {
-  it('as a native sidecar: first, then the pod\'s own init containers, then capture (last: nothing after it can flush its rules)', () => {
+  it("as a native sidecar: first, then the pod's own init containers, then capture (last: nothing after it can flush its rules)", () => {
     const { t } = injectOne(byName('ledger'));
-    expect((t.spec!.initContainers as C[]).map((c) => [c.name, c.restartPolicy])).toEqual([[CONTAINER, 'Always'], ['migrate', undefined], [CAPTURE_CONTAINER, undefined]]);
+    expect((t.spec!.initContainers as C[]).map((c) => [c.name, c.restartPolicy])).toEqual([
+      [CONTAINER, 'Always'],
+      ['migrate', undefined],
+      [CAPTURE_CONTAINER, undefined],
+    ]);
     expect((t.spec!.containers as C[]).map((c) => c.name)).toEqual(['ledger']);
     expect((t.spec!.volumes as C[]).map((v) => v.name)).toEqual(['data', 'agents-chain-policy', 'agents-chain-spool', 'agents-chain-tmp']);
   });
 
-  it('a Job\'s pod gets the native form (a plain container would keep the Job from completing)', () => {
+  it("a Job's pod gets the native form (a plain container would keep the Job from completing)", () => {
     const { t } = injectOne(byName('nightly-report'));
     const sc = (t.spec!.initContainers as C[]).find((c) => c.name === CONTAINER)!;
     expect(sc.restartPolicy).toBe('Always');
@@ -220,28 +389,62 @@ describe('native sidecars, Jobs and CronJobs', () => {
   });
 });
 
-describe('injectManifests (the post-renderer\'s stream)', () => {
-  it('port mode: a Service selecting the pod that targets the app\'s port by number (or by default) is pointed at the sidecar', () => {
-    const deployment = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' }, spec: { selector: { matchLabels: { app: 'web' } }, template: pod({ [ANNOTATION.capture]: 'port' }) } };
-    const svc = (name: string, ports: C[], selector: Record<string, string> = { app: 'web' }) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name }, spec: { selector, ports } });
-    const r = injectManifests([deployment, svc('by-number', [{ port: 80, targetPort: 8080 }]), svc('by-default', [{ port: 8080 }]), svc('by-name', [{ port: 80, targetPort: 'http' }]), svc('other-app', [{ port: 80, targetPort: 8080 }], { app: 'other' })], defaults);
+describe("injectManifests (the post-renderer's stream)", () => {
+  it("port mode: a Service selecting the pod that targets the app's port by number (or by default) is pointed at the sidecar", () => {
+    const deployment = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web' },
+      spec: { selector: { matchLabels: { app: 'web' } }, template: pod({ [ANNOTATION.capture]: 'port' }) },
+    };
+    const svc = (name: string, ports: C[], selector: Record<string, string> = { app: 'web' }) => ({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name },
+      spec: { selector, ports },
+    });
+    const r = injectManifests(
+      [
+        deployment,
+        svc('by-number', [{ port: 80, targetPort: 8080 }]),
+        svc('by-default', [{ port: 8080 }]),
+        svc('by-name', [{ port: 80, targetPort: 'http' }]),
+        svc('other-app', [{ port: 80, targetPort: 8080 }], { app: 'other' }),
+      ],
+      defaults,
+    );
     const ports = (i: number) => (r.docs[i]!.spec as C).ports;
     expect(ports(1)).toEqual([{ port: 80, targetPort: 'http' }]);
     expect(ports(2)).toEqual([{ port: 8080, targetPort: 'http' }]);
     expect(ports(3)).toEqual([{ port: 80, targetPort: 'http' }]);
     expect(ports(4)).toEqual([{ port: 80, targetPort: 8080 }]);
     expect(r.changed).toEqual([true, true, true, false, false]);
-    expect(r.report.servicesRewritten).toEqual([expect.stringMatching(/^Service\/by-number: port 80 → targetPort http \(was 8080\)/), expect.stringMatching(/^Service\/by-default/)]);
+    expect(r.report.servicesRewritten).toEqual([
+      expect.stringMatching(/^Service\/by-number: port 80 → targetPort http \(was 8080\)/),
+      expect.stringMatching(/^Service\/by-default/),
+    ]);
   });
 
   it('typed lists, the annotation on the wrong object, kinds it does not know, a namespace on one side only', () => {
-    const deployment = (extra: Record<string, unknown> = {}) => ({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', ...extra }, spec: { selector: { matchLabels: { app: 'web' } }, template: pod({ [ANNOTATION.capture]: 'port' }) } });
+    const deployment = (extra: Record<string, unknown> = {}) => ({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web', ...extra },
+      spec: { selector: { matchLabels: { app: 'web' } }, template: pod({ [ANNOTATION.capture]: 'port' }) },
+    });
     const list = injectManifests([{ apiVersion: 'v1', kind: 'DeploymentList', items: [deployment()] }], defaults);
     expect(list.report.injected).toEqual(['Deployment/web']);
-    const onWorkload = { ...deployment({ annotations: { [ANNOTATION.inject]: 'true' } }), spec: { selector: {}, template: { spec: { containers: [{ name: 'app', image: 'x' }] } } } };
-    expect(injectManifests([onWorkload], defaults).report.refused).toEqual([expect.stringMatching(/^Deployment\/web: agents-chain.io\/inject is on the Deployment itself; put it on the pod template/)]);
+    const onWorkload = {
+      ...deployment({ annotations: { [ANNOTATION.inject]: 'true' } }),
+      spec: { selector: {}, template: { spec: { containers: [{ name: 'app', image: 'x' }] } } },
+    };
+    expect(injectManifests([onWorkload], defaults).report.refused).toEqual([
+      expect.stringMatching(/^Deployment\/web: agents-chain.io\/inject is on the Deployment itself; put it on the pod template/),
+    ]);
     const rollout = { apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', metadata: { name: 'web' }, spec: { template: pod({}) } };
-    expect(injectManifests([rollout], defaults).report.warnings).toEqual([expect.stringMatching(/^Rollout\/web: a pod template asks for the sidecar in a kind inject does not know/)]);
+    expect(injectManifests([rollout], defaults).report.warnings).toEqual([
+      expect.stringMatching(/^Rollout\/web: a pod template asks for the sidecar in a kind inject does not know/),
+    ]);
     const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web' }, spec: { selector: { app: 'web' }, ports: [{ port: 80, targetPort: 8080 }] } };
     const r = injectManifests([deployment({ namespace: 'prod' }), svc], defaults);
     expect((r.docs[1]!.spec as C).ports[0].targetPort).toBe('http');

@@ -22,7 +22,13 @@ describe('knownLabels', () => {
     const policy = await loadPolicyFile(`${EXAMPLES}billing.yaml`);
     const k = knownLabels(policy);
     expect(k.callCapabilities).toEqual(expect.arrayContaining(['(none)', '(public)', ...policy.capabilities.keys(), 'discovery', 'register']));
-    expect(k.constraintFields).toEqual(expect.arrayContaining([['createInvoice', 'amount'], ['createInvoice', 'currency'], ['listInvoices', 'limit']]));
+    expect(k.constraintFields).toEqual(
+      expect.arrayContaining([
+        ['createInvoice', 'amount'],
+        ['createInvoice', 'currency'],
+        ['listInvoices', 'limit'],
+      ]),
+    );
     expect(new Set(k.constraintFields.map((f) => f.join('.'))).size).toBe(k.constraintFields.length);
     expect(k.approvalCapabilities).toEqual([]);
   });
@@ -40,7 +46,8 @@ describe('SidecarMetrics zero series', () => {
   it('a fresh registry exports its closed label sets at 0: reload results, replay resets, audit drops, decision times by outcome', async () => {
     const s = await scrape(new SidecarMetrics({ processMetrics: false }));
     for (const result of ['success', 'failure']) expect(s.get(`agents_chain_policy_reloads_total{result="${result}"}`)).toBe(0);
-    for (const cause of ['marker_missing', 'epoch_changed', 'server_changed']) expect(s.get(`agents_chain_replay_store_resets_total{cause="${cause}"}`)).toBe(0);
+    for (const cause of ['marker_missing', 'epoch_changed', 'server_changed'])
+      expect(s.get(`agents_chain_replay_store_resets_total{cause="${cause}"}`)).toBe(0);
     expect(s.get('agents_chain_audit_entries_dropped_total{}')).toBe(0);
     expect(s.get('agents_chain_audit_unaudited_calls_total{}')).toBe(0);
     for (const outcome of ['approved', 'denied', 'expired']) expect(s.get(`agents_chain_access_request_decision_seconds_count{outcome="${outcome}"}`)).toBe(0);
@@ -52,13 +59,15 @@ describe('SidecarMetrics zero series', () => {
     m.initialise(knownLabels(policy));
     const s = await scrape(m);
     for (const capability of ['send_sms', 'get_message', '(none)', 'request_permission']) {
-      for (const decision of ['allowed', 'denied', 'error']) expect(s.get(`agents_chain_requests_total{capability="${capability}",decision="${decision}"}`), `${capability} ${decision}`).toBe(0);
+      for (const decision of ['allowed', 'denied', 'error'])
+        expect(s.get(`agents_chain_requests_total{capability="${capability}",decision="${decision}"}`), `${capability} ${decision}`).toBe(0);
       for (const reason of CODES) expect(s.get(`agents_chain_denials_total{capability="${capability}",reason="${reason}"}`), `${capability} ${reason}`).toBe(0);
     }
     expect(s.get('agents_chain_constraint_violations_total{capability="send_sms",field="to"}')).toBe(0);
     for (const capability of ['send_sms', 'get_message']) {
       expect(s.get(`agents_chain_access_requests_created_total{capability="${capability}"}`)).toBe(0);
-      for (const outcome of ['approved', 'denied', 'expired']) expect(s.get(`agents_chain_access_requests_resolved_total{capability="${capability}",outcome="${outcome}"}`)).toBe(0);
+      for (const outcome of ['approved', 'denied', 'expired'])
+        expect(s.get(`agents_chain_access_requests_resolved_total{capability="${capability}",outcome="${outcome}"}`)).toBe(0);
     }
     // No per-agent series: agents registered by hosts are not known ahead.
     expect(series(s, 'agents_chain_agent_requests_total')).toEqual([]);

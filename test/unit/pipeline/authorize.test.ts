@@ -23,18 +23,24 @@ describe('grantsFor', () => {
 });
 
 describe('activeGrants (step 9)', () => {
-  it('finds the grant, the call\'s own first, and one for every capability the call also is', () => {
+  it("finds the grant, the call's own first, and one for every capability the call also is", () => {
     const g = activeGrants(bot, ['createInvoice', 'getInvoice'], policy, now());
     expect(isDenial(g) ? g.code : g.map((x) => x.capability)).toEqual(['createInvoice', 'getInvoice']);
   });
 
   it('refuses a capability without a grant, and an also-required one by name', () => {
     expect(activeGrants(reporter, ['createInvoice'], policy, now())).toMatchObject({ code: 'capability_denied' });
-    expect(activeGrants(bot, ['createInvoice', 'listInvoices'], policy, now())).toMatchObject({ code: 'capability_denied', message: expect.stringContaining('listInvoices') });
+    expect(activeGrants(bot, ['createInvoice', 'listInvoices'], policy, now())).toMatchObject({
+      code: 'capability_denied',
+      message: expect.stringContaining('listInvoices'),
+    });
   });
 
   it('refuses an expired grant', () => {
-    expect(activeGrants(bot, ['createInvoice'], policy, Date.parse('2031-01-01T00:00:00Z'))).toMatchObject({ code: 'capability_denied', message: expect.stringContaining('expired') });
+    expect(activeGrants(bot, ['createInvoice'], policy, Date.parse('2031-01-01T00:00:00Z'))).toMatchObject({
+      code: 'capability_denied',
+      message: expect.stringContaining('expired'),
+    });
   });
 });
 
@@ -65,7 +71,9 @@ describe('authorize', () => {
 
   it('refuses what an app could read differently: a body field also in the query, a body that is not JSON, duplicate keys', async () => {
     expect(await authorize(bot, ['createInvoice'], post({ amount: 1 }, 'amount=1'), { policy, now })).toMatchObject({ code: 'invalid_query' });
-    expect(await authorize(bot, ['createInvoice'], { ...post({ amount: 1 }), headers: { 'content-type': 'text/plain' } }, { policy, now })).toMatchObject({ code: 'unsupported_media_type' });
+    expect(await authorize(bot, ['createInvoice'], { ...post({ amount: 1 }), headers: { 'content-type': 'text/plain' } }, { policy, now })).toMatchObject({
+      code: 'unsupported_media_type',
+    });
     const dup: CallArguments = { ...post({}), body: Buffer.from('{"amount": 1, "amount": 9999}') };
     expect(await authorize(bot, ['createInvoice'], dup, { policy, now })).toMatchObject({ code: 'invalid_body' });
   });
@@ -73,7 +81,11 @@ describe('authorize', () => {
   it('a scope=value approval that covers every violation clears them', async () => {
     const asked: ConstraintViolation[][] = [];
     const approvals = { covering: async (_a: string, _c: string, v: ConstraintViolation[]) => (asked.push(v), { id: 'va-1' } as never) };
-    const a = await authorize(bot, ['createInvoice'], post({ amount: 5000, currency: 'USD', dryRun: false, customer: { tier: 'gold' } }), { policy, now, approvals });
+    const a = await authorize(bot, ['createInvoice'], post({ amount: 5000, currency: 'USD', dryRun: false, customer: { tier: 'gold' } }), {
+      policy,
+      now,
+      approvals,
+    });
     expect(isDenial(a) ? a.code : [a.violations, a.approvedByValue]).toEqual([[], true]);
     expect(asked).toHaveLength(1);
   });

@@ -10,9 +10,18 @@ describe('Chain', () => {
   it('runs its stages in order, sync and async alike, each on what the one before returned', async () => {
     const seen: string[] = [];
     const chain = Chain.of<Arrival, null>()
-      .then((p) => { seen.push('a'); return { ...p, a: 1 }; })
-      .then(async (p) => { seen.push(`b${p.a}`); return { ...p, b: p.a + 1 }; })
-      .then((p) => { seen.push(`c${p.b}`); return { ...p, c: true as const }; });
+      .then((p) => {
+        seen.push('a');
+        return { ...p, a: 1 };
+      })
+      .then(async (p) => {
+        seen.push(`b${p.a}`);
+        return { ...p, b: p.a + 1 };
+      })
+      .then((p) => {
+        seen.push(`c${p.b}`);
+        return { ...p, c: true as const };
+      });
     const progress: Progress = { reached: start() };
     const out = await chain.run(start(), null, progress);
     expect(seen).toEqual(['a', 'b1', 'c2']);
@@ -25,7 +34,10 @@ describe('Chain', () => {
     const chain = Chain.of<Arrival, null>()
       .then((p) => ({ ...p, verified: 'yes' }))
       .then(async () => deny('token_replayed', 'spent'))
-      .then((p) => { ranAfter = true; return p; });
+      .then((p) => {
+        ranAfter = true;
+        return p;
+      });
     const progress: Progress = { reached: start() };
     const out = await chain.run(start(), null, progress);
     expect(isDenial(out) && out.code).toBe('token_replayed');

@@ -33,7 +33,20 @@ describe('resultOf', () => {
 describe('callEntry', () => {
   it('a forwarded capability call: agent, jti, capability, upstream status, permission not_required, query args', () => {
     const e = callEntry({ call: reached({ verified: { agent: bot, claims } }), outcome: { kind: 'forwarded', status: 201, responseBytes: 12 } }, 1_250);
-    expect(e).toMatchObject({ agentId: bot.id, agentName: bot.name, capability: capability.name, jti: 'jti-1', result: 'success', status: 201, upstreamStatus: 201, responseBytes: 12, permission: 'not_required', durationMs: 250, path: '/invoices', args: { x: '1' } });
+    expect(e).toMatchObject({
+      agentId: bot.id,
+      agentName: bot.name,
+      capability: capability.name,
+      jti: 'jti-1',
+      result: 'success',
+      status: 201,
+      upstreamStatus: 201,
+      responseBytes: 12,
+      permission: 'not_required',
+      durationMs: 250,
+      path: '/invoices',
+      args: { x: '1' },
+    });
     expect(e).not.toHaveProperty('denialReason');
   });
 
@@ -45,23 +58,46 @@ describe('callEntry', () => {
   });
 
   it('records a JSON body only when it passes the strict parser', () => {
-    const ok = callEntry({ call: reached({ body: Buffer.from('{"amount":5}') }), outcome: { kind: 'refused', status: 401, denial: deny('token_missing', 'x') } }, 1_000);
+    const ok = callEntry(
+      { call: reached({ body: Buffer.from('{"amount":5}') }), outcome: { kind: 'refused', status: 401, denial: deny('token_missing', 'x') } },
+      1_000,
+    );
     expect(JSON.parse(JSON.stringify(ok.args))).toEqual({ amount: 5 });
-    const dup = callEntry({ call: reached({ body: Buffer.from('{"amount":5,"amount":9}') }), outcome: { kind: 'refused', status: 401, denial: deny('token_missing', 'x') } }, 1_000);
+    const dup = callEntry(
+      { call: reached({ body: Buffer.from('{"amount":5,"amount":9}') }), outcome: { kind: 'refused', status: 401, denial: deny('token_missing', 'x') } },
+      1_000,
+    );
     expect(dup.args).toEqual({ x: '1' });
   });
 
   it('the strict-durability record written before forwarding', () => {
-    expect(forwardingEntry(reached({ verified: { agent: bot, claims } }), 1_000)).toMatchObject({ event: 'forwarding', status: 0, permission: 'not_required', jti: 'jti-1' });
+    expect(forwardingEntry(reached({ verified: { agent: bot, claims } }), 1_000)).toMatchObject({
+      event: 'forwarding',
+      status: 0,
+      permission: 'not_required',
+      jti: 'jti-1',
+    });
   });
 });
 
 describe('callMetrics', () => {
   it('labels by capability, decision and code; violated fields only for constraint_violated; endpoints untimed', () => {
     const v = { field: 'amount', constraint: 'max' as const, expected: 1, actual: 2, message: 'm' };
-    const m = callMetrics({ call: reached({ verified: { agent: bot, claims } }), outcome: { kind: 'refused', status: 403, denial: deny('constraint_violated', 'x', [v]) } }, 2);
-    expect(m).toMatchObject({ capability: 'createInvoice', decision: 'denied', reason: 'constraint_violated', violatedFields: ['amount'], agentId: bot.id, totalSeconds: 0.002 });
-    expect(callMetrics({ call: { ...arrival(fakeRequest('GET', '/')) }, outcome: { kind: 'refused', status: 404, denial: deny('unknown_route', 'x') } }, 1)).toMatchObject({ capability: '(none)', decision: 'denied' });
+    const m = callMetrics(
+      { call: reached({ verified: { agent: bot, claims } }), outcome: { kind: 'refused', status: 403, denial: deny('constraint_violated', 'x', [v]) } },
+      2,
+    );
+    expect(m).toMatchObject({
+      capability: 'createInvoice',
+      decision: 'denied',
+      reason: 'constraint_violated',
+      violatedFields: ['amount'],
+      agentId: bot.id,
+      totalSeconds: 0.002,
+    });
+    expect(
+      callMetrics({ call: { ...arrival(fakeRequest('GET', '/')) }, outcome: { kind: 'refused', status: 404, denial: deny('unknown_route', 'x') } }, 1),
+    ).toMatchObject({ capability: '(none)', decision: 'denied' });
     const endpoint = policy.routes.find((r) => r.kind === 'endpoint')!;
     expect(callMetrics({ call: reached({ route: endpoint }), outcome: { kind: 'answered', status: 200 } }, 1).totalSeconds).toBeUndefined();
   });
@@ -70,7 +106,12 @@ describe('callMetrics', () => {
 describe('auditFilter.onRequest', () => {
   it('refuses while the spool cannot take entries, unless the policy says allow (then counts the call)', () => {
     let served = 0;
-    const audit = { available: false, servedWhileUnavailable: () => { served++; } } as unknown as AuditTrail;
+    const audit = {
+      available: false,
+      servedWhileUnavailable: () => {
+        served++;
+      },
+    } as unknown as AuditTrail;
     const a = arrival(fakeRequest('GET', '/'));
     expect(auditFilter.onRequest?.(a, unitDeps(policy, { audit }))).toMatchObject({ code: 'audit_unavailable' });
     const lenient = { ...policy, audit: { ...policy.audit, onAuditFailure: 'allow' as const } };

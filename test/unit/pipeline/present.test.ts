@@ -10,7 +10,8 @@ describe('presentDenial', () => {
   it('outside constraint-aware mode: the plain body, violations under both names, the catalogue status', () => {
     const plain = { ...policy, context: { ...policy.context, constraintAware: false } };
     expect(presentDenial(plain, 'createInvoice', { amount: { max: 1000 } }, deny('constraint_violated', 'no', [v]))).toEqual({
-      status: 403, body: { error: 'constraint_violated', message: 'no', violations: [v], structuredViolations: [v] },
+      status: 403,
+      body: { error: 'constraint_violated', message: 'no', violations: [v], structuredViolations: [v] },
     });
   });
 
@@ -18,9 +19,19 @@ describe('presentDenial', () => {
     const aware = { ...policy, context: { constraintAware: true, violationStatus: 422, envelope: 'errors' as const } };
     const p = presentDenial(aware, 'createInvoice', { amount: { max: 1000 } }, deny('constraint_violated', 'no', [v]));
     expect(p.status).toBe(422);
-    expect(p.body).toMatchObject({ success: false, permission: 'constraint_violated', capability: 'createInvoice', error: 'constraint_violated', activeConstraints: { amount: { max: 1000 } }, violations: [v] });
+    expect(p.body).toMatchObject({
+      success: false,
+      permission: 'constraint_violated',
+      capability: 'createInvoice',
+      error: 'constraint_violated',
+      activeConstraints: { amount: { max: 1000 } },
+      violations: [v],
+    });
     expect((p.body as { guidance: string }).guidance).toContain('amount must be at most 1000');
     // Not about a capability (an unknown route): the plain body even in constraint-aware mode.
-    expect(presentDenial(aware, undefined, undefined, deny('unknown_route', 'nothing here'))).toEqual({ status: 404, body: { error: 'unknown_route', message: 'nothing here' } });
+    expect(presentDenial(aware, undefined, undefined, deny('unknown_route', 'nothing here'))).toEqual({
+      status: 404,
+      body: { error: 'unknown_route', message: 'nothing here' },
+    });
   });
 });

@@ -31,7 +31,10 @@ describe('request stages', () => {
   });
 
   it('findRoute: a capability with its path parameters, a public route, a sidecar endpoint, or unknown_route', async () => {
-    expect(await routed('GET', '/invoices/inv-7')).toMatchObject({ route: { kind: 'capability', capability: { name: 'getInvoice' } }, params: { id: 'inv-7' } });
+    expect(await routed('GET', '/invoices/inv-7')).toMatchObject({
+      route: { kind: 'capability', capability: { name: 'getInvoice' } },
+      params: { id: 'inv-7' },
+    });
     expect(await routed('GET', '/healthz')).toMatchObject({ route: { kind: 'public' } });
     expect(await routed('GET', '/agent/constraints')).toMatchObject({ route: { kind: 'endpoint', endpoint: 'constraint_context', auth: 'agent' } });
     const shaped = checkRequestShape(arrival(fakeRequest('DELETE', '/invoices')), deps);

@@ -258,21 +258,41 @@ describe('loadPolicyText: meaning problems', () => {
 });
 
 describe('egress policies', () => {
-  const egress = (extra: string[]) => text([
-    'version: 1', 'mode: egress', 'preset: openai', 'provider: { name: e, issuer: https://e.internal }',
-    'agents:', `  - { id: bot, name: bot, publicKey: { kty: OKP, crv: Ed25519, x: "${X_A}" } }`, ...extra,
-  ]);
+  const egress = (extra: string[]) =>
+    text([
+      'version: 1',
+      'mode: egress',
+      'preset: openai',
+      'provider: { name: e, issuer: https://e.internal }',
+      'agents:',
+      `  - { id: bot, name: bot, publicKey: { kty: OKP, crv: Ed25519, x: "${X_A}" } }`,
+      ...extra,
+    ]);
 
   it('takes the capabilities from the preset, variants included', async () => {
-    const p = await loadPolicyText(egress(['grants:', '  - { agent: bot, capability: chat.completion, status: active, constraints: { model: { in: [gpt-4o-mini] } } }']), FILE);
-    expect([...p.capabilities.keys()]).toEqual(['chat.completion', 'embedding', 'image.generation', 'audio.transcription', 'audio.speech', 'moderation', 'response']);
+    const p = await loadPolicyText(
+      egress(['grants:', '  - { agent: bot, capability: chat.completion, status: active, constraints: { model: { in: [gpt-4o-mini] } } }']),
+      FILE,
+    );
+    expect([...p.capabilities.keys()]).toEqual([
+      'chat.completion',
+      'embedding',
+      'image.generation',
+      'audio.transcription',
+      'audio.speech',
+      'moderation',
+      'response',
+    ]);
     expect(p.egress).toMatchObject({ preset: { name: 'openai', baseUrl: 'https://api.openai.com' }, unmapped: 'pass' });
     const anthropic = await loadPolicyText(egress([]).replace('preset: openai', 'preset: anthropic'), FILE);
     expect([...anthropic.capabilities.keys()]).toEqual(['message', 'message.beta', 'message.stream', 'message.count_tokens', 'completion']);
   });
 
   it('refuses constraints on a multipart route (they could never be checked)', async () => {
-    const issue = await issueAt(egress(['grants:', '  - { agent: bot, capability: audio.transcription, status: active, constraints: { model: { in: [whisper-1] } } }']), 'grants[0].constraints');
+    const issue = await issueAt(
+      egress(['grants:', '  - { agent: bot, capability: audio.transcription, status: active, constraints: { model: { in: [whisper-1] } } }']),
+      'grants[0].constraints',
+    );
     expect(issue.message).toMatch(/multipart\/form-data.*could never be checked/);
   });
 

@@ -47,7 +47,11 @@ describe('verifyAgentProof', async () => {
       NOATH: () => hand({ ath: undefined }),
       ATH: async () => hand({ ath: hostTokenHash(await host.sign(ISSUER, { agentPublicKey: agentKeys.publicJwk, now: NOW })) }),
       SIG: () => hand({}, undefined, other.privateJwk),
-      NONCANON: () => { const t = hand({}); const i = t.lastIndexOf('.'); return t.slice(0, i + 1) + nonCanonical(t.slice(i + 1)); },
+      NONCANON: () => {
+        const t = hand({});
+        const i = t.lastIndexOf('.');
+        return t.slice(0, i + 1) + nonCanonical(t.slice(i + 1));
+      },
       OLD: () => hand({ iat: NOW - 200, exp: NOW - 140 }),
       LONG: () => hand({ exp: NOW + 3600 }),
     };

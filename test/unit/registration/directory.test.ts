@@ -13,7 +13,17 @@ describe('RegisteredAgents', () => {
     const registry = new MemoryAgentRegistry();
     const record = async (x: string): Promise<RegisteredAgent> => {
       const thumbprint = await thumbprintOf({ kty: 'OKP', crv: 'Ed25519', x });
-      return { id: `agt_${thumbprint}`, name: 'a', hostId: 'laptop-host', publicKey: { kty: 'OKP', crv: 'Ed25519', x }, thumbprint, mode: 'autonomous', status: 'active', grants: [], registeredAt: 0 };
+      return {
+        id: `agt_${thumbprint}`,
+        name: 'a',
+        hostId: 'laptop-host',
+        publicKey: { kty: 'OKP', crv: 'Ed25519', x },
+        thumbprint,
+        mode: 'autonomous',
+        status: 'active',
+        grants: [],
+        registeredAt: 0,
+      };
     };
     const unsafe = await record(encode(1n, 0).toString('base64url'));
     const safe = await record((await generateAgentKeyPair()).publicJwk.x!);

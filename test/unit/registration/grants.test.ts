@@ -3,7 +3,9 @@ import type { Host } from '../../../src/policy/types.js';
 import { deriveGrants } from '../../../src/registration/grants.js';
 
 const host = {
-  id: 'h', name: 'H', maxAgents: 10,
+  id: 'h',
+  name: 'H',
+  maxAgents: 10,
   defaults: new Map([
     ['createInvoice', { amount: { max: 1000, min: 1 }, currency: { in: ['USD', 'EUR'] }, tier: { not_in: ['internal'] }, dryRun: { exact: false } }],
     ['getInvoice', {}],
@@ -19,10 +21,24 @@ describe('deriveGrants', () => {
   });
 
   it('narrows: tighter max/min, a subset of in, more not_in, new fields; the host rules are kept', () => {
-    const r = deriveGrants(host, [{ name: 'createInvoice', constraints: { amount: { max: 500, min: 10 }, currency: { in: ['USD'] }, tier: { not_in: ['trial'] }, region: { exact: 'eu' } } }]);
-    expect(r).toEqual([{ capability: 'createInvoice', constraints: {
-      amount: { max: 500, min: 10 }, currency: { in: ['USD'] }, tier: { not_in: ['internal', 'trial'] }, dryRun: { exact: false }, region: { exact: 'eu' },
-    } }]);
+    const r = deriveGrants(host, [
+      {
+        name: 'createInvoice',
+        constraints: { amount: { max: 500, min: 10 }, currency: { in: ['USD'] }, tier: { not_in: ['trial'] }, region: { exact: 'eu' } },
+      },
+    ]);
+    expect(r).toEqual([
+      {
+        capability: 'createInvoice',
+        constraints: {
+          amount: { max: 500, min: 10 },
+          currency: { in: ['USD'] },
+          tier: { not_in: ['internal', 'trial'] },
+          dryRun: { exact: false },
+          region: { exact: 'eu' },
+        },
+      },
+    ]);
     // The host's policy object is not modified.
     expect(host.defaults.get('createInvoice')!.amount).toEqual({ max: 1000, min: 1 });
   });

@@ -11,13 +11,23 @@ const NOW = 1_800_000_000;
 describe('verifyHostToken', async () => {
   const keys = await generateAgentKeyPair();
   const signer = await createHostSigner(keys.privateJwk);
-  const host: Host = { id: 'h1', name: 'H1', key: await importAgentKey(keys.publicJwk as Record<string, unknown>), thumbprint: keys.thumbprint, defaults: new Map(), maxAgents: 5 };
+  const host: Host = {
+    id: 'h1',
+    name: 'H1',
+    key: await importAgentKey(keys.publicJwk as Record<string, unknown>),
+    thumbprint: keys.thumbprint,
+    defaults: new Map(),
+    maxAgents: 5,
+  };
   const hosts = new Map([[host.thumbprint, host]]);
   const agentKey = (await generateAgentKeyPair()).publicJwk;
 
   it('accepts a fresh registration token and returns the agent key', async () => {
     const r = verifyHostToken(await signer.sign(ISSUER, { agentPublicKey: agentKey, now: NOW }), hosts, ISSUER, NOW + 5);
-    expect(r).toMatchObject({ host: { id: 'h1' }, claims: { iss: keys.thumbprint, aud: ISSUER, agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: agentKey.x } } });
+    expect(r).toMatchObject({
+      host: { id: 'h1' },
+      claims: { iss: keys.thumbprint, aud: ISSUER, agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: agentKey.x } },
+    });
   });
 
   it('refuses an unknown host, another audience, a long lifetime, an expired or future token, a tampered signature, an agent token', async () => {
@@ -26,7 +36,11 @@ describe('verifyHostToken', async () => {
     expect(code(verifyHostToken(await stranger.sign(ISSUER, { now: NOW }), hosts, ISSUER, NOW))).toBe('host_not_found');
     expect(code(verifyHostToken(await signer.sign('https://other', { now: NOW }), hosts, ISSUER, NOW))).toBe('token_invalid');
     // The host signer refuses a lifetime over 60 s (client.ts tokenLifetime), so a long-lived token is signed by hand.
-    const longLived = signClaims(keys.privateJwk, { alg: 'EdDSA', typ: 'host+jwt' }, { iss: keys.thumbprint, aud: ISSUER, iat: NOW, exp: NOW + 300, jti: 'long-1' });
+    const longLived = signClaims(
+      keys.privateJwk,
+      { alg: 'EdDSA', typ: 'host+jwt' },
+      { iss: keys.thumbprint, aud: ISSUER, iat: NOW, exp: NOW + 300, jti: 'long-1' },
+    );
     expect(code(verifyHostToken(longLived, hosts, ISSUER, NOW))).toBe('token_invalid');
     expect(code(verifyHostToken(await signer.sign(ISSUER, { now: NOW }), hosts, ISSUER, NOW + 200))).toBe('token_expired');
     expect(code(verifyHostToken(await signer.sign(ISSUER, { now: NOW + 120 }), hosts, ISSUER, NOW))).toBe('token_invalid');

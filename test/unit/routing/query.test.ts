@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { checkQueryShape, DEFAULT_MAX_QUERY_PARAMS, keyProblem, keyReadAs, nameReadings, overridesMethod, phpName, readConstrainedQuery } from '../../../src/routing/query.js';
+import {
+  checkQueryShape,
+  DEFAULT_MAX_QUERY_PARAMS,
+  keyProblem,
+  keyReadAs,
+  nameReadings,
+  overridesMethod,
+  phpName,
+  readConstrainedQuery,
+} from '../../../src/routing/query.js';
 import { expectLinear } from '../../support/linear.js';
 
 const names = (...n: string[]): Set<string> => new Set(n);
@@ -13,7 +22,10 @@ function read(query: string | undefined, ...constrained: string[]): Map<string, 
 describe('readConstrainedQuery', () => {
   it('reads only the constrained keys', () => {
     expect(read('amount=5&currency=USD&other=x', 'amount', 'currency')).toEqual(
-      new Map([['amount', '5'], ['currency', 'USD']]),
+      new Map([
+        ['amount', '5'],
+        ['currency', 'USD'],
+      ]),
     );
   });
 
@@ -81,8 +93,8 @@ describe('readConstrainedQuery', () => {
     ['per[page', 'per[page=500'],
     ['a leading space', '%20per_page=500'],
     ['a NUL and what follows', 'per_page=10&per_page%00x=500'],
-    ['qs\'s leading brackets', '[per_page]=500'],
-    ['qs\'s leading brackets with []', '[per_page][]=500'],
+    ["qs's leading brackets", '[per_page]=500'],
+    ["qs's leading brackets with []", '[per_page][]=500'],
   ])('refuses a PHP or qs spelling of a constrained key: %s', (_name, query) => {
     expect(readConstrainedQuery(query, names('per_page'))).toMatchObject({ denied: true, code: 'invalid_query' });
   });
@@ -136,10 +148,19 @@ describe('nameReadings', () => {
 });
 
 describe('checkQueryShape', () => {
-  it.each(['_method=DELETE', '_METHOD=DELETE', '.method=DELETE', '%20_method=DELETE', '+.method=DELETE', '_method%00x=DELETE', '[_method]=DELETE', '_method[]=DELETE', '%5Fmethod=DELETE'])(
-    'refuses the method override %s', (query) => {
-      expect(checkQueryShape(`a=1&${query}`)).toMatchObject({ code: 'invalid_query' });
-    });
+  it.each([
+    '_method=DELETE',
+    '_METHOD=DELETE',
+    '.method=DELETE',
+    '%20_method=DELETE',
+    '+.method=DELETE',
+    '_method%00x=DELETE',
+    '[_method]=DELETE',
+    '_method[]=DELETE',
+    '%5Fmethod=DELETE',
+  ])('refuses the method override %s', (query) => {
+    expect(checkQueryShape(`a=1&${query}`)).toMatchObject({ code: 'invalid_query' });
+  });
 
   it('accepts names that only contain "method"', () => {
     expect(checkQueryShape('method=x&payment_method=card&methods[]=a')).toBeUndefined();
@@ -208,10 +229,15 @@ describe('keys that are not valid percent-encoding (PHP and qs read them lenient
   });
 });
 
-describe('qs\'s and Rack\'s top-level names', () => {
+describe("qs's and Rack's top-level names", () => {
   // qs 6.x lib/parse.js parseKeys: a key that starts with a "[...]" group has that group's text as its
   // root, whatever follows ("[limit]x=500" is {limit: "500"}); text outside groups is dropped.
-  it.each([['[limit]x', 'limit'], ['[limit]%C0', 'limit'], ['a[b]x', 'a'], ['[_method]x', '_method']])('reads %s as %s (qs)', (key, name) => {
+  it.each([
+    ['[limit]x', 'limit'],
+    ['[limit]%C0', 'limit'],
+    ['a[b]x', 'a'],
+    ['[_method]x', '_method'],
+  ])('reads %s as %s (qs)', (key, name) => {
     expect(nameReadings(key).has(name)).toBe(true);
   });
 
@@ -244,8 +270,13 @@ describe('keyProblem (form bodies)', () => {
 describe('linear time on agent-controlled names (issue 15, second review: 64 KB of "[" blocked the event loop 3 s)', () => {
   const M = 1 << 20;
   it.each([
-    ['"["', (n: number) => '['.repeat(n)], ['"[a"', (n: number) => '[a'.repeat(n / 2)], ['"[]"', (n: number) => '[]'.repeat(n / 2)], ['"]"', (n: number) => ']'.repeat(n)],
-    ['"method" then "["', (n: number) => `_method${'['.repeat(n)}`], ['"."', (n: number) => `method${'.'.repeat(n)}`], ['" ["', (n: number) => `method${' ['.repeat(n / 2)}`],
+    ['"["', (n: number) => '['.repeat(n)],
+    ['"[a"', (n: number) => '[a'.repeat(n / 2)],
+    ['"[]"', (n: number) => '[]'.repeat(n / 2)],
+    ['"]"', (n: number) => ']'.repeat(n)],
+    ['"method" then "["', (n: number) => `_method${'['.repeat(n)}`],
+    ['"."', (n: number) => `method${'.'.repeat(n)}`],
+    ['" ["', (n: number) => `method${' ['.repeat(n / 2)}`],
   ])('1 MB of %s through nameReadings, checkQueryShape, overridesMethod, keyProblem, keyReadAs, readConstrainedQuery: linear', async (_what, input) => {
     const checks: [string, (s: string) => unknown][] = [
       ['nameReadings', (s) => nameReadings(s)],
@@ -255,7 +286,15 @@ describe('linear time on agent-controlled names (issue 15, second review: 64 KB 
       ['keyReadAs', (s) => keyReadAs(`${s}=1`, new Set(['amount']))],
       ['readConstrainedQuery', (s) => readConstrainedQuery(`${s}=1`, new Set(['amount']))],
     ];
-    for (const [what, check] of checks) await expectLinear((n) => { const s = input(n); return () => check(s); }, M, what);
+    for (const [what, check] of checks)
+      await expectLinear(
+        (n) => {
+          const s = input(n);
+          return () => check(s);
+        },
+        M,
+        what,
+      );
   });
 
   it('still reads the names right', () => {
