@@ -77,10 +77,11 @@ export interface AuthorizeContext {
 
 /**
  * The one authorization: an active grant for the capability (and for each
- * capability the call also is), every constrained argument read from the
- * call, every constraint evaluated, and value approvals applied. Violations
- * are returned, not refused: a capability route refuses them, request_permission
+ * capability the call also is), then `judgeArguments`. Violations are
+ * returned, not refused: a capability route refuses them, request_permission
  * files them for a human, the approval executor runs what a human approved.
+ * A capability route runs the two halves as two stages, the grant before the
+ * jti is spent (step 9 before step 8) and the arguments once the body is read.
  */
 export async function authorize(
   agent: Pick<Agent, 'id' | 'grants'>,
@@ -89,17 +90,30 @@ export async function authorize(
   ctx: AuthorizeContext,
 ): Promise<Authorization | Denial> {
   const grants = activeGrants(agent, capabilities, ctx.policy, ctx.now());
-  if (isDenial(grants)) return grants;
+  return isDenial(grants) ? grants : judgeArguments(agent, grants, args, ctx);
+}
+
+/**
+ * Step 9b under grants already found: every constrained argument read from the
+ * call as the app will read it, every constraint evaluated, and value approvals applied.
+ */
+export async function judgeArguments(
+  agent: Pick<Agent, 'id'>,
+  grants: readonly [Grant, ...Grant[]],
+  args: CallArguments,
+  ctx: Omit<AuthorizeContext, 'policy' | 'now'>,
+): Promise<Authorization | Denial> {
   // A call that is several capabilities reads the fields any of their grants constrains.
   const constraints: Constraints = grants.length === 1 ? grants[0].constraints : (Object.assign({}, ...grants.map((g) => g.constraints)) as Constraints);
   const read = readArguments(constraints, args, ctx.collectKeys === true);
   if (isDenial(read)) return read;
   const lookup = argumentLookup(read.plan, args.params, read.query, read.json);
   let violations = grants.length === 1 ? evaluateConstraints(grants[0].constraints, lookup) : grants.flatMap((g) => evaluateConstraints(g.constraints, lookup));
+  if (violations.length === 0) return { grants, ...read, violations, absentFields: [], approvedByValue: false };
   const absentFields = [...new Set(violations.map((v) => v.field))].filter((f) => !lookup(f).present);
   let approvedByValue = false;
   // Violations whose exact values a human approved with scope=value no longer count.
-  if (violations.length > 0 && ctx.approvals && (await ctx.approvals.covering(agent.id, capabilities[0], violations))) {
+  if (ctx.approvals && (await ctx.approvals.covering(agent.id, grants[0].capability, violations))) {
     violations = [];
     approvedByValue = true;
   }

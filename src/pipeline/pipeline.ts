@@ -3,26 +3,26 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, isDenial, statusOf, type Denial } from '../errors.js';
 import { ClientAbortedError } from '../http/body.js';
 import { writeDenial, writeReply } from '../http/respond.js';
-import { grantKey } from '../policy/types.js';
 import { appRequestHeaders } from '../app/request.js';
-import { grantsFor } from './authorize.js';
+import { activeGrants } from './authorize.js';
 import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
 import { serveEndpoint } from './endpoint.js';
-import { FILTERS } from './observe/filters.js';
+import { describe, FILTERS } from './observe/filters.js';
 import type { Arrival, CapabilityCall, CheckedCall, Finished, PublicCall, Reached, Routed } from './phases.js';
 import { presentDenial } from './present.js';
 import { checkReplay, readToken, verifyToken } from './stages/authenticate.js';
 import { checkArguments, checkGrant, enforceConstraints } from './stages/authorize.js';
 import { readBody } from './stages/body.js';
 import { selectVariant, signAsAgent } from './stages/egress.js';
-import { checkRequestShape, findRoute } from './stages/request.js';
+import { checkRequestShape, findRoute, parseRequest } from './stages/request.js';
 import type { EndpointRoute, PublicRoute } from './phases.js';
 
 /** Every request: is it well formed, and where does it go? (The audit filter's onRequest ran before.) */
 // prettier-ignore
 const ROUTING = Chain.of<Arrival, Deps>()
-  .then(checkRequestShape)   // header count, target, singleton headers, query shape
+  .then(parseRequest)        // header count, origin-form target
+  .then(checkRequestShape)   // singleton headers, query shape
   .then(findRoute); // capability, sidecar endpoint, public route, or unknown_route
 
 /** A capability route: the verification table of ../shared/seeds/002_9af9aaa6cc5deb37.txt, then the arguments. */
@@ -132,10 +132,12 @@ function refuse(call: Reached, denial: Denial, res: ServerResponse, deps: Deps):
 
 /** The limits the envelope shows: the call's own grant, or (an endpoint's denial about a capability) the caller's grant for it. */
 function constraintsFor(call: Reached, capability: string | undefined, deps: Deps) {
-  if (call.grants) return call.grants[0].constraints;
+  if (call.route?.kind === 'capability') return call.grants?.[0].constraints;
   const agent = call.verified?.agent;
   if (!agent || !capability) return undefined;
-  return grantsFor(agent, deps.policy).get(grantKey(agent.id, capability))?.constraints;
+  // An endpoint's refusal about a capability (request_permission) shows the caller's limits, if it holds an active grant.
+  const active = activeGrants(agent, [capability], deps.policy, deps.now());
+  return isDenial(active) ? undefined : active[0].constraints;
 }
 
 /** Something threw: a client that went away is only recorded; anything else is an internal error, logged. */
@@ -144,7 +146,7 @@ function failed(err: unknown, res: ServerResponse, deps: Deps, call: Reached): F
     // Nothing to answer, but the decision (and a spent jti) is still audited.
     return { call, outcome: { kind: 'refused', status: statusOf('client_closed_request'), denial: deny('client_closed_request', err.message) } };
   }
-  deps.log.error('call failed', { requestId: call.requestId, error: (err as Error).message });
+  deps.log.error('call failed', { ...describe(call), error: (err as Error).message });
   return refuse(call, deny('internal_error', 'the sidecar failed to handle this call'), res, deps);
 }
 

@@ -90,6 +90,17 @@ describe('audit trail through an unreliable collector', () => {
     expect(ok.args).toEqual(JSON.parse(invoice())); // the body the app received
     expect(typeof ok.jti).toBe('string');
   }, 30_000);
+
+  it('a call refused for its shape is recorded with its path, and its query (secrets redacted) as args', async () => {
+    collector.mode = 'ok';
+    const r = await call(env, { path: '/invoices?api_key=sk-secret-123&limit=5', headers: { 'content-type': ['a/b', 'c/d'] } });
+    expect(r).toMatchObject({ status: 400, json: { error: 'invalid_header' } });
+    const requestId = String(r.headers['x-request-id']);
+    await until(() => entriesOf(collector).some((e) => e.requestId === requestId));
+    const entry = entriesOf(collector).find((e) => e.requestId === requestId)!;
+    expect(entry).toMatchObject({ path: '/invoices', denialReason: 'invalid_header', args: { api_key: '[REDACTED]', limit: '5' } });
+    expect(JSON.stringify(entry)).not.toContain('sk-secret-123');
+  });
 });
 
 describe('a full spool fails closed', () => {

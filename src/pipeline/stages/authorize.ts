@@ -1,5 +1,5 @@
 import { violationDenial, isDenial, type Denial } from '../../errors.js';
-import { activeGrants, authorize } from '../authorize.js';
+import { activeGrants, judgeArguments } from '../authorize.js';
 import type { Deps } from '../deps.js';
 import type { Authenticated, Buffered, CapabilityCall, Checked, Granted, Variants } from '../phases.js';
 
@@ -14,25 +14,12 @@ export function checkGrant<P extends CapabilityCall & Authenticated & Partial<Va
   return isDenial(grants) ? grants : { ...call, grants };
 }
 
-/** Step 9b: every constrained argument read from the call as the app will read it, every constraint evaluated, value approvals applied. */
-export async function checkArguments<P extends CapabilityCall & Authenticated & Buffered & Partial<Variants>>(
-  call: P,
-  deps: Deps,
-): Promise<(P & Granted & Checked) | Denial> {
+/** Step 9b, under the grants step 9 found: every constrained argument read as the app will read it, every constraint evaluated, value approvals applied. */
+export async function checkArguments<P extends CapabilityCall & Authenticated & Granted & Buffered>(call: P, deps: Deps): Promise<(P & Checked) | Denial> {
   const { req } = call;
-  const authorization = await authorize(
-    call.verified.agent,
-    capabilitiesOf(call),
-    {
-      method: call.route.method,
-      params: call.params,
-      query: call.target.query,
-      body: call.body,
-      headers: req.headers,
-    },
-    { policy: deps.policy, now: deps.now, approvals: deps.approvals, collectKeys: deps.audit !== undefined },
-  );
-  return isDenial(authorization) ? authorization : { ...call, grants: authorization.grants, authorization };
+  const args = { method: call.route.method, params: call.params, query: call.target.query, body: call.body, headers: req.headers };
+  const authorization = await judgeArguments(call.verified.agent, call.grants, args, { approvals: deps.approvals, collectKeys: deps.audit !== undefined });
+  return isDenial(authorization) ? authorization : { ...call, authorization };
 }
 
 /** Step 9b verdict: any violation left refuses the call. */

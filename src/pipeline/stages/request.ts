@@ -7,16 +7,20 @@ import { parseTarget } from '../../routing/target.js';
 import type { Deps } from '../deps.js';
 import type { Arrival, Routed, Shaped } from '../phases.js';
 
-/** Well formed: few enough headers, a parseable target, no repeated singleton header, a query every parser reads alike. */
-export function checkRequestShape(call: Arrival, deps: Deps): Shaped | Denial {
+/** Few enough headers, and a target the sidecar reads exactly as the app will. */
+export function parseRequest(call: Arrival, deps: Deps): Shaped | Denial {
   // First: past the limit, an app that reads only its first N headers would miss what the sidecar adds or checked.
-  const { maxHeaders, maxQueryParams } = deps.limits;
+  const { maxHeaders } = deps.limits;
   if (tooManyHeaders(call.req.rawHeaders, maxHeaders)) return deny('too_many_headers', `the request has more than ${maxHeaders} headers`);
   const target = parseTarget(call.req.url);
-  if (isDenial(target)) return target;
+  return isDenial(target) ? target : { ...call, target };
+}
+
+/** No repeated singleton header, a query every parser reads alike (a refusal here is recorded with the parsed path and query). */
+export function checkRequestShape(call: Shaped, deps: Deps): Shaped | Denial {
   const repeated = repeatedSingleton(call.req.rawHeaders);
   if (repeated) return deny('invalid_header', `header "${repeated}" appears more than once`);
-  return checkQueryShape(target.query, maxQueryParams) ?? { ...call, target };
+  return checkQueryShape(call.target.query, deps.limits.maxQueryParams) ?? call;
 }
 
 /** Egress paths that are in no preset table, with `unmapped: pass`: forwarded (with the provider key) unchecked, but audited. */

@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { isDenial } from '../../../src/errors.js';
-import type { CapabilityCall, Routed } from '../../../src/pipeline/phases.js';
-import { checkGrant, enforceConstraints } from '../../../src/pipeline/stages/authorize.js';
+import type { Arrival, CapabilityCall, Routed, Shaped } from '../../../src/pipeline/phases.js';
+import { checkArguments, checkGrant, enforceConstraints } from '../../../src/pipeline/stages/authorize.js';
 import { readToken } from '../../../src/pipeline/stages/authenticate.js';
-import { checkRequestShape, findRoute } from '../../../src/pipeline/stages/request.js';
+import { checkRequestShape, findRoute, parseRequest } from '../../../src/pipeline/stages/request.js';
+import type { Deps } from '../../../src/pipeline/deps.js';
+import type { Denial } from '../../../src/errors.js';
 import { selectVariant } from '../../../src/pipeline/stages/egress.js';
 import { loadPolicyFile } from '../../../src/policy/load.js';
 import { arrival, billingPolicy, fakeRequest, unitDeps } from '../../support/pipeline.js';
@@ -11,8 +13,14 @@ import { arrival, billingPolicy, fakeRequest, unitDeps } from '../../support/pip
 const policy = await billingPolicy();
 const deps = unitDeps(policy);
 
+/** The two request stages, as the routing chain runs them. */
+function shape(a: Arrival, d: Deps): Shaped | Denial {
+  const parsed = parseRequest(a, d);
+  return isDenial(parsed) ? parsed : checkRequestShape(parsed, d);
+}
+
 async function routed(method: string, url: string, headers: Record<string, string> = {}, d = deps): Promise<Routed> {
-  const shaped = checkRequestShape(arrival(fakeRequest(method, url, headers)), d);
+  const shaped = shape(arrival(fakeRequest(method, url, headers)), d);
   if (isDenial(shaped)) throw new Error(shaped.message);
   const r = findRoute(shaped, d);
   if (isDenial(r)) throw new Error(r.message);
@@ -22,12 +30,15 @@ async function routed(method: string, url: string, headers: Record<string, strin
 describe('request stages', () => {
   it('checkRequestShape: refuses too many headers, a repeated singleton header and a bad target; keeps the parsed target', () => {
     const many = Object.fromEntries(Array.from({ length: deps.limits.maxHeaders + 1 }, (_, i) => [`x-h${i}`, 'v']));
-    expect(checkRequestShape(arrival(fakeRequest('GET', '/invoices', many)), deps)).toMatchObject({ code: 'too_many_headers' });
+    expect(shape(arrival(fakeRequest('GET', '/invoices', many)), deps)).toMatchObject({ code: 'too_many_headers' });
     const twice = fakeRequest('GET', '/invoices');
     twice.rawHeaders.push('Content-Type', 'a/b', 'content-type', 'c/d');
-    expect(checkRequestShape(arrival(twice), deps)).toMatchObject({ code: 'invalid_header' });
-    expect(checkRequestShape(arrival(fakeRequest('GET', '/a/../b')), deps)).toMatchObject({ denied: true });
-    expect(checkRequestShape(arrival(fakeRequest('GET', '/invoices?limit=1')), deps)).toMatchObject({ target: { path: '/invoices', query: 'limit=1' } });
+    expect(shape(arrival(twice), deps)).toMatchObject({ code: 'invalid_header' });
+    expect(shape(arrival(fakeRequest('GET', '/a/../b')), deps)).toMatchObject({ denied: true });
+    expect(shape(arrival(fakeRequest('GET', '/invoices?limit=1')), deps)).toMatchObject({ target: { path: '/invoices', query: 'limit=1' } });
+    // A refusal after the target was parsed keeps it (the audit entry records the path, and the query as args).
+    const parsed = parseRequest(arrival(twice), deps);
+    expect(isDenial(parsed) ? parsed : parsed.target).toMatchObject({ path: '/invoices' });
   });
 
   it('findRoute: a capability with its path parameters, a public route, a sidecar endpoint, or unknown_route', async () => {
@@ -37,7 +48,7 @@ describe('request stages', () => {
     });
     expect(await routed('GET', '/healthz')).toMatchObject({ route: { kind: 'public' } });
     expect(await routed('GET', '/agent/constraints')).toMatchObject({ route: { kind: 'endpoint', endpoint: 'constraint_context', auth: 'agent' } });
-    const shaped = checkRequestShape(arrival(fakeRequest('DELETE', '/invoices')), deps);
+    const shaped = shape(arrival(fakeRequest('DELETE', '/invoices')), deps);
     expect(isDenial(shaped) ? shaped : findRoute(shaped, deps)).toMatchObject({ code: 'unknown_route' });
   });
 });
@@ -56,6 +67,17 @@ describe('authentication and authorization stages', () => {
     expect(checkGrant(asBot, deps)).toMatchObject({ grants: [{ capability: 'createInvoice' }] });
     const asReporter = { ...call, verified: { agent: policy.agents.get('agent-report-bot')!, claims: {} as never } };
     expect(checkGrant(asReporter, deps)).toMatchObject({ code: 'capability_denied' });
+  });
+
+  it('checkArguments judges under the grants step 9 found: a grant that expires while the body arrives does not refuse a call whose jti is spent', async () => {
+    const call = (await routed('POST', '/invoices', { 'content-type': 'application/json' })) as CapabilityCall;
+    const bot = policy.agents.get('agent-billing-bot')!;
+    const granted = checkGrant({ ...call, verified: { agent: bot, claims: {} as never } }, deps);
+    if (isDenial(granted)) throw new Error(granted.message);
+    const later = unitDeps(policy, { now: () => Date.parse('2031-01-01T00:00:00Z') }); // after the grant's expiresAt
+    const body = Buffer.from(JSON.stringify({ amount: 5000, currency: 'USD', dryRun: false, customer: { tier: 'gold' } }));
+    const checked = await checkArguments({ ...granted, body }, later);
+    expect(isDenial(checked) ? checked.code : checked.authorization.violations.map((v) => v.field)).toEqual(['amount']);
   });
 
   it('enforceConstraints: passes a call without violations, refuses one with them, listing them', () => {
