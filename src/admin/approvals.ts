@@ -1,7 +1,7 @@
-import type { ApprovalService, ResolutionError } from '../approvals/service.js';
+import type { ApprovalService } from '../approvals/service.js';
 import type { AccessRequest, ValueApproval } from '../approvals/types.js';
 import { redactForReview } from '../audit/redact.js';
-import { deny, type Denial } from '../errors.js';
+import { isDenial, type Denial } from '../errors.js';
 import { jsonReply, type Reply } from '../http/respond.js';
 
 /** What operators see of a request: never the code hash; args with secrets redacted, and which ones (`redacted`). */
@@ -34,18 +34,6 @@ export function valueApprovalView(a: ValueApproval): Record<string, unknown> {
   return { ...a, createdAt: new Date(a.createdAt).toISOString(), expiresAt: new Date(a.expiresAt).toISOString() };
 }
 
-const RESOLUTION_MESSAGE: Record<ResolutionError, string> = {
-  not_found: 'no such access request',
-  already_resolved: 'this request was already approved, denied or expired',
-  invalid_code: 'wrong approval code; the request is still pending',
-  too_many_attempts: 'too many wrong codes for this request; wait a minute',
-  invalid_scope: 'scope must be "once" or "value"',
-};
-
-function resolution(e: ResolutionError): Denial {
-  return deny(e, RESOLUTION_MESSAGE[e]);
-}
-
 /** POST /approvals/{id}/approve|deny|code with {code, scope?, reason?}. */
 export async function resolveRequest(
   approvals: ApprovalService,
@@ -56,15 +44,15 @@ export async function resolveRequest(
   switch (action) {
     case 'approve': {
       const r = await approvals.approve(id, body.code, body.scope ?? 'once');
-      return typeof r === 'string' ? resolution(r) : jsonReply(200, requestView(r));
+      return isDenial(r) ? r : jsonReply(200, requestView(r));
     }
     case 'deny': {
       const r = await approvals.deny(id, body.code, body.reason);
-      return typeof r === 'string' ? resolution(r) : jsonReply(200, requestView(r));
+      return isDenial(r) ? r : jsonReply(200, requestView(r));
     }
     case 'code': {
       const r = await approvals.reissueCode(id);
-      return typeof r === 'string' ? resolution(r) : jsonReply(200, { ...requestView(r.request), code: r.code });
+      return isDenial(r) ? r : jsonReply(200, { ...requestView(r.request), code: r.code });
     }
   }
 }

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import type { ConstraintViolation } from '../errors.js';
+import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { AccessRequestSettings } from '../policy/types.js';
 import { codeMatches, hashCode, newApprovalCode } from './codes.js';
@@ -17,7 +17,23 @@ export type Executor = (request: AccessRequest) => Promise<ExecutionOutcome>;
 /** Approval events, for the audit trail. */
 export type ApprovalEvent = 'created' | 'approved' | 'denied' | 'expired' | 'wrong_code' | 'executed';
 
+/** Why a human's answer (approve, deny, a new code) was not taken: denial codes of the admin API. */
 export type ResolutionError = 'not_found' | 'already_resolved' | 'invalid_code' | 'too_many_attempts' | 'invalid_scope';
+
+const RESOLUTION_MESSAGE: Record<ResolutionError, string> = {
+  not_found: 'no such access request',
+  already_resolved: 'this request was already approved, denied or expired',
+  invalid_code: 'wrong approval code; the request is still pending',
+  too_many_attempts: 'too many wrong codes for this request; wait a minute',
+  invalid_scope: 'scope must be "once" or "value"',
+};
+
+function refused(e: ResolutionError): Denial {
+  return deny(e, RESOLUTION_MESSAGE[e]);
+}
+
+/** What a waiting caller gets when the sidecar shuts down: the request stays pending at its status URL. */
+const RELEASED_DENIAL = (): Denial => deny('shutting_down', 'the sidecar is shutting down; the request is still pending: poll its status URL');
 
 const WRONG_CODE_LIMIT = 5;
 const RELEASE = Symbol('release waiters');
@@ -68,8 +84,9 @@ export class ApprovalService {
     this.unsubscribe = store.onChange?.((id) => this.events.emit(id));
   }
 
-  async create(input: NewAccessRequest): Promise<AccessRequest | 'limit'> {
-    if ((await this.pending()).length >= this.settings.maxPending) return 'limit';
+  async create(input: NewAccessRequest): Promise<AccessRequest | Denial> {
+    if ((await this.pending()).length >= this.settings.maxPending)
+      return deny('access_request_limit', 'too many access requests are waiting for a human; retry later');
     const code = newApprovalCode();
     const createdAt = this.now();
     const request: AccessRequest = {
@@ -109,7 +126,7 @@ export class ApprovalService {
   }
 
   /**
-   * Shutdown: every caller still waiting is released with 'released' (told to
+   * Shutdown: every caller still waiting is released with shutting_down (told to
    * poll the request's status URL, on another replica if state is shared).
    */
   releaseWaiters(): void {
@@ -117,9 +134,9 @@ export class ApprovalService {
     this.events.emit(RELEASE);
   }
 
-  /** Resolves when the request is final: denied, expired, or approved and executed; 'released' on shutdown. */
-  async waitForFinal(id: string): Promise<AccessRequest | undefined | 'released'> {
-    if (this.released) return 'released';
+  /** Resolves when the request is final: denied, expired, or approved and executed; a shutting_down denial on shutdown. */
+  async waitForFinal(id: string): Promise<AccessRequest | undefined | Denial> {
+    if (this.released) return RELEASED_DENIAL();
     const isFinal = (r: AccessRequest | undefined) => !r || (r.state !== 'pending' && (r.state !== 'approved' || r.outcome !== undefined));
     // Subscribe before reading, so a change between the two is not missed.
     return new Promise((resolve) => {
@@ -127,7 +144,7 @@ export class ApprovalService {
       // A pub/sub message can be lost while the subscriber reconnects: re-read now and then as well.
       const poll = setInterval(() => void check(), WAIT_RECHECK_MS);
       poll.unref();
-      const finish = (r: AccessRequest | undefined | 'released'): void => {
+      const finish = (r: AccessRequest | undefined | Denial): void => {
         done = true;
         clearInterval(poll);
         this.events.off(id, onChange);
@@ -146,7 +163,7 @@ export class ApprovalService {
       };
       const onChange = (): void => void check();
       const release = (): void => {
-        if (!done) finish('released');
+        if (!done) finish(RELEASED_DENIAL());
       };
       this.events.on(id, onChange);
       this.events.once(RELEASE, release);
@@ -154,12 +171,12 @@ export class ApprovalService {
     });
   }
 
-  async approve(id: string, code: unknown, scope: unknown = 'once'): Promise<AccessRequest | ResolutionError> {
-    if (scope !== 'once' && scope !== 'value') return 'invalid_scope';
+  async approve(id: string, code: unknown, scope: unknown = 'once'): Promise<AccessRequest | Denial> {
+    if (scope !== 'once' && scope !== 'value') return refused('invalid_scope');
     const checked = await this.checkCode(id, code);
-    if (typeof checked === 'string') return checked;
+    if (isDenial(checked)) return checked;
     const resolved = await this.store.resolve(id, 'approved', { scope, resolvedAt: this.now() });
-    if (!resolved) return 'already_resolved';
+    if (!resolved) return refused('already_resolved');
     this.clearTimer(id);
     this.wrongCodes.delete(id);
     if (scope === 'value') await this.rememberValues(resolved);
@@ -172,12 +189,12 @@ export class ApprovalService {
     return resolved;
   }
 
-  async deny(id: string, code: unknown, reason: unknown): Promise<AccessRequest | ResolutionError> {
+  async deny(id: string, code: unknown, reason: unknown): Promise<AccessRequest | Denial> {
     const checked = await this.checkCode(id, code);
-    if (typeof checked === 'string') return checked;
+    if (isDenial(checked)) return checked;
     const text = typeof reason === 'string' && reason.trim() ? reason.trim().slice(0, 1000) : 'denied by a human reviewer';
     const resolved = await this.store.resolve(id, 'denied', { resolvedAt: this.now(), denyReason: text });
-    if (!resolved) return 'already_resolved';
+    if (!resolved) return refused('already_resolved');
     this.clearTimer(id);
     this.wrongCodes.delete(id);
     this.log.info('access request denied', { requestId: id, agent: resolved.agentId, capability: resolved.capability });
@@ -188,10 +205,10 @@ export class ApprovalService {
   }
 
   /** A new code for a pending request (the old one stops working): for when the notification was lost. */
-  async reissueCode(id: string): Promise<{ request: AccessRequest; code: string } | ResolutionError> {
+  async reissueCode(id: string): Promise<{ request: AccessRequest; code: string } | Denial> {
     const r = await this.store.get(id);
-    if (!r) return 'not_found';
-    if (r.state !== 'pending') return 'already_resolved';
+    if (!r) return refused('not_found');
+    if (r.state !== 'pending') return refused('already_resolved');
     const code = newApprovalCode();
     await this.store.update(id, { codeHash: hashCode(code) });
     this.log.warn('approval code reissued', { requestId: id });
@@ -225,23 +242,23 @@ export class ApprovalService {
     this.unsubscribe?.();
   }
 
-  private async checkCode(id: string, code: unknown): Promise<AccessRequest | ResolutionError> {
+  private async checkCode(id: string, code: unknown): Promise<AccessRequest | Denial> {
     const r = await this.store.get(id);
-    if (!r) return 'not_found';
-    if (r.state !== 'pending') return 'already_resolved';
+    if (!r) return refused('not_found');
+    if (r.state !== 'pending') return refused('already_resolved');
     const now = this.now();
     if (r.expiresAt <= now) {
       await this.expire(r);
-      return 'already_resolved';
+      return refused('already_resolved');
     }
     const recent = (this.wrongCodes.get(id) ?? []).filter((t) => t > now - WRONG_CODE_WINDOW_MS);
-    if (recent.length >= WRONG_CODE_LIMIT) return 'too_many_attempts';
+    if (recent.length >= WRONG_CODE_LIMIT) return refused('too_many_attempts');
     if (!codeMatches(code, r.codeHash)) {
       recent.push(now);
       this.wrongCodes.set(id, recent);
       this.log.warn('wrong approval code', { requestId: id, attempts: recent.length });
       this.onEvent('wrong_code', r);
-      return 'invalid_code';
+      return refused('invalid_code');
     }
     this.wrongCodes.delete(id);
     return r;

@@ -54,7 +54,7 @@ async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<
   if (mode !== 'delegated' && mode !== 'autonomous') return deny('invalid_body', 'mode must be delegated or autonomous');
   if (body.reason !== undefined && typeof body.reason !== 'string') return deny('invalid_body', 'reason must be a string');
   const grants = deriveGrants(host, body.capabilities);
-  if (typeof grants === 'string') return deny('capability_denied', grants);
+  if (isDenial(grants)) return grants;
   const id = `agt_${thumbprint}`;
   if ([...deps.policy.agents.values()].some((a) => a.thumbprint === thumbprint || a.id === id))
     return deny('invalid_body', 'this key belongs to an agent listed in the policy');

@@ -75,15 +75,15 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
     absentFields,
     headers: keptCallerHeaders(call.req.rawHeaders, deps.tokenHeader),
   });
-  if (created === 'limit') return about(deny('access_request_limit', 'too many access requests are waiting for a human; retry later'));
+  if (isDenial(created)) return about(created);
   if (/respond-async/i.test(String(call.req.headers.prefer ?? ''))) {
     return jsonReply(202, pendingBody(created), { 'preference-applied': 'respond-async', location: statusUrl(created) });
   }
   const final = await approvals.waitForFinal(created.id);
-  if (final === 'released') {
+  if (isDenial(final)) {
     // The sidecar is shutting down: the request stays pending; its status URL answers once a human decides.
     return {
-      ...deny('shutting_down', 'the sidecar is shutting down; the request is still pending: poll its status URL'),
+      ...final,
       extra: { body: { requestId: created.id, statusUrl: statusUrl(created) }, headers: { location: statusUrl(created), 'retry-after': '1' } },
     };
   }

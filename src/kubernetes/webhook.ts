@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { sendJson } from '../http/respond.js';
 import { ANNOTATION, CONTAINER } from './annotations.js';
 import { injectedProblems, injectPodTemplate, type InjectDefaults, type InjectResult, type PodTemplate } from './inject.js';
 
@@ -121,15 +122,13 @@ function guard(log: { warn: Log }, uid: string, pod: PodTemplate | undefined, wh
 export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn: Log }) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '').split('?')[0];
-    if (req.method === 'GET' && (path === '/healthz' || path === '/readyz'))
-      return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    if (req.method === 'GET' && (path === '/healthz' || path === '/readyz')) return sendJson(res, 200, { status: 'ok' });
     if (req.method !== 'POST' || (path !== '/mutate' && path !== '/validate'))
-      return void res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}');
+      return sendJson(res, 404, { error: 'not_found', message: `no webhook endpoint ${req.method ?? ''} ${path ?? ''}` });
     const chunks: Buffer[] = [];
     let size = 0;
     const fail = (status: number, message: string): void => {
-      if (!res.headersSent)
-        res.writeHead(status, { 'content-type': 'application/json', connection: 'close' }).end(JSON.stringify({ error: 'invalid_body', message }));
+      if (!res.headersSent) sendJson(res, status, { error: 'invalid_body', message }, { connection: 'close' });
     };
     req.on('error', () => res.destroy());
     req.on('data', (c: Buffer) => {
@@ -150,8 +149,7 @@ export function webhookHandler(defaults: InjectDefaults, log: { info: Log; warn:
         const meta = pod?.metadata as { name?: string; generateName?: string } | undefined;
         const who = { uid, namespace: review.request?.namespace, pod: meta?.name ?? meta?.generateName };
         const response = path === '/validate' ? guard(log, uid, pod, who) : mutate(defaults, log, uid, pod, who);
-        const body = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response });
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+        sendJson(res, 200, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response });
       } catch (err) {
         // A malformed object must not take the webhook down (and with it every pod creation under failurePolicy: Fail).
         log.warn('admission review refused', { error: (err as Error).message });

@@ -1,3 +1,4 @@
+import { deny, type Denial } from '../errors.js';
 import type { ConstraintRule, Constraints, Host, Scalar } from '../policy/types.js';
 
 /** What a registration asks for: capability names, or names with constraints that narrow the host's. */
@@ -14,10 +15,16 @@ const RULE_KEYS = new Set(['max', 'min', 'in', 'not_in', 'exact']);
 /**
  * The grants a registered agent gets: the host's defaults, narrowed by what
  * the registration asks for. Asking for a capability the host may not grant,
- * or for a looser rule than the host's, is refused (a string saying what).
+ * or for a looser rule than the host's, is refused (capability_denied, saying what).
  * No capabilities asked for means all of the host's defaults. Pure.
  */
-export function deriveGrants(host: Host, requested: unknown): DerivedGrant[] | string {
+export function deriveGrants(host: Host, requested: unknown): DerivedGrant[] | Denial {
+  const derived = derive(host, requested);
+  return typeof derived === 'string' ? deny('capability_denied', derived) : derived;
+}
+
+/** deriveGrants, with the refusal as the reason's text (the rule helpers below compose those texts). */
+function derive(host: Host, requested: unknown): DerivedGrant[] | string {
   if (requested === undefined) return [...host.defaults].map(([capability, constraints]) => ({ capability, constraints }));
   if (!Array.isArray(requested)) return '"capabilities" must be a list of capability names or {name, constraints}';
   const out: DerivedGrant[] = [];
