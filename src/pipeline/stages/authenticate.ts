@@ -5,13 +5,13 @@ import { deny, isDenial, type Denial } from '../../errors.js';
 import { verifyHostToken } from '../../registration/host-token.js';
 import type { Chain, Progress } from '../chain.js';
 import type { Deps } from '../deps.js';
-import type { Authenticated, HostAuthenticated, Routed, WithToken } from '../phases.js';
+import { advance, type Authenticated, type HostAuthenticated, type Routed, type WithToken } from '../phases.js';
 import { activeGrants } from '../authorize.js';
 
 /** Authorization: Bearer <agent+jwt> (or the configured header). */
 export function readToken<P extends Routed>(call: P, deps: Deps): (P & WithToken) | Denial {
   const token = extractToken(call.req.rawHeaders, deps.tokenHeader);
-  return isDenial(token) ? token : { ...call, token };
+  return isDenial(token) ? token : advance(call, { token });
 }
 
 /** Steps 1–7 of the verification table; `aud` is the capability (or the sidecar endpoint's audience). */
@@ -21,7 +21,7 @@ export async function verifyToken<P extends Routed & WithToken>(call: P, deps: D
   const t0 = performance.now();
   const verified = await verifyAgentToken(call.token, audience, agentDirectory(deps), Math.floor(deps.now() / 1000));
   deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
-  return isDenial(verified) ? verified : { ...call, verified };
+  return isDenial(verified) ? verified : advance(call, { verified });
 }
 
 /** Policy agents first; then agents hosts registered, read from the registry on every call. */
@@ -43,7 +43,7 @@ export async function checkReplay<P extends Authenticated>(call: P, deps: Deps):
 /** A host's token (registration, status, revoke): a trusted host, this service's issuer, a live signature. */
 export function verifyHost<P extends Routed & WithToken>(call: P, deps: Deps): (P & HostAuthenticated) | Denial {
   const host = verifyHostToken(call.token, deps.policy.hosts, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
-  return isDenial(host) ? host : { ...call, host };
+  return isDenial(host) ? host : advance(call, { host });
 }
 
 /** A host token is single-use too: its jti is spent in the same replay window. */

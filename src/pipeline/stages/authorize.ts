@@ -1,7 +1,7 @@
 import { violationDenial, isDenial, type Denial } from '../../errors.js';
 import { activeGrants, judgeArguments } from '../authorize.js';
 import type { Deps } from '../deps.js';
-import type { Authenticated, Buffered, CapabilityCall, Checked, Granted, Variants } from '../phases.js';
+import { advance, type Authenticated, type Buffered, type CapabilityCall, type Checked, type Granted, type Variants } from '../phases.js';
 
 /** The capabilities a call is: its route's, then (egress) each variant it also is. */
 function capabilitiesOf(call: CapabilityCall & Partial<Variants>): [string, ...string[]] {
@@ -11,7 +11,7 @@ function capabilitiesOf(call: CapabilityCall & Partial<Variants>): [string, ...s
 /** Step 9: an active, unexpired grant (before step 8: an agent without one never fills the replay window). */
 export function checkGrant<P extends CapabilityCall & Authenticated & Partial<Variants>>(call: P, deps: Deps): (P & Granted) | Denial {
   const grants = activeGrants(call.verified.agent, capabilitiesOf(call), deps.policy, deps.now());
-  return isDenial(grants) ? grants : { ...call, grants };
+  return isDenial(grants) ? grants : advance(call, { grants });
 }
 
 /** Step 9b, under the grants step 9 found: every constrained argument read as the app will read it, every constraint evaluated, value approvals applied. */
@@ -19,7 +19,7 @@ export async function checkArguments<P extends CapabilityCall & Authenticated & 
   const { req } = call;
   const args = { method: call.route.method, params: call.params, query: call.target.query, body: call.body, headers: req.headers };
   const authorization = await judgeArguments(call.verified.agent, call.grants, args, { approvals: deps.approvals, collectKeys: deps.audit !== undefined });
-  return isDenial(authorization) ? authorization : { ...call, authorization };
+  return isDenial(authorization) ? authorization : advance(call, { authorization });
 }
 
 /** Step 9b verdict: any violation left refuses the call. */

@@ -2,7 +2,7 @@ import { deny, type Denial } from '../../errors.js';
 import { parseStrictJsonBytes } from '../../json/strict.js';
 import type { Capability } from '../../policy/types.js';
 import type { Deps } from '../deps.js';
-import type { Buffered, CapabilityCall, Variants, WithToken } from '../phases.js';
+import { advance, type Buffered, type CapabilityCall, type Variants, type WithToken } from '../phases.js';
 
 /**
  * Egress: one route may be several capabilities (Anthropic's /v1/messages is
@@ -12,7 +12,7 @@ import type { Buffered, CapabilityCall, Variants, WithToken } from '../phases.js
  */
 export function selectVariant<P extends CapabilityCall & Buffered>(call: P): (P & Variants) | Denial {
   const { route } = call;
-  if (!route.variants) return { ...call, alsoRequires: [] };
+  if (!route.variants) return advance(call, { alsoRequires: [] });
   const applies: Capability[] = [];
   let json: Record<string, unknown> | undefined;
   for (const v of route.variants) {
@@ -32,12 +32,12 @@ export function selectVariant<P extends CapabilityCall & Buffered>(call: P): (P 
     if (flag === true) applies.push(v.capability);
   }
   const [first, ...also] = applies;
-  if (!first) return { ...call, alsoRequires: [] };
-  return { ...call, route: { ...route, capability: first }, alsoRequires: also.map((c) => c.name) };
+  if (!first) return advance(call, { alsoRequires: [] });
+  return advance(call, { route: { ...route, capability: first }, alsoRequires: also.map((c) => c.name) });
 }
 
 /** Egress: the sidecar holds the agent's key and signs each call itself, then verifies it like any other. */
 export async function signAsAgent<P extends CapabilityCall>(call: P, deps: Deps): Promise<(P & WithToken) | Denial> {
   if (!deps.egress) return deny('internal_error', 'egress mode without an agent key');
-  return { ...call, token: await deps.egress.signer.sign(call.route.capability.name) };
+  return advance(call, { token: await deps.egress.signer.sign(call.route.capability.name) });
 }

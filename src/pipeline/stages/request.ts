@@ -5,7 +5,7 @@ import { matchRoute } from '../../routing/match.js';
 import { checkQueryShape } from '../../routing/query.js';
 import { parseTarget } from '../../routing/target.js';
 import type { Deps } from '../deps.js';
-import type { Arrival, Routed, Shaped } from '../phases.js';
+import { advance, type Arrival, type Routed, type Shaped } from '../phases.js';
 
 /** Few enough headers, and a target the sidecar reads exactly as the app will. */
 export function parseRequest(call: Arrival, deps: Deps): Shaped | Denial {
@@ -13,7 +13,7 @@ export function parseRequest(call: Arrival, deps: Deps): Shaped | Denial {
   const { maxHeaders } = deps.limits;
   if (tooManyHeaders(call.req.rawHeaders, maxHeaders)) return deny('too_many_headers', `the request has more than ${maxHeaders} headers`);
   const target = parseTarget(call.req.url);
-  return isDenial(target) ? target : { ...call, target };
+  return isDenial(target) ? target : advance(call, { target });
 }
 
 /** No repeated singleton header, a query every parser reads alike (a refusal here is recorded with the parsed path and query). */
@@ -29,7 +29,7 @@ const UNMAPPED: Route = { kind: 'public', method: '*', template: { source: '(unm
 /** A capability, one of the sidecar's endpoints, or a public route; anything else is unknown_route. */
 export function findRoute(call: Shaped, deps: Deps): Routed | Denial {
   const match = matchRoute(deps.policy.routes, call.req.method ?? '', call.target.segments);
-  if (match) return { ...call, route: match.route, params: match.params };
-  if (deps.policy.egress?.unmapped === 'pass') return { ...call, route: UNMAPPED, params: {} };
+  if (match) return advance(call, { route: match.route, params: match.params });
+  if (deps.policy.egress?.unmapped === 'pass') return advance(call, { route: UNMAPPED, params: {} });
   return deny('unknown_route', `no capability is mapped to ${call.req.method} ${call.target.path}`);
 }
