@@ -60,7 +60,11 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const data = dataServer(state, limits);
   const admin = adminServer(opts, state, { approvals, audit, metrics, registered, shared, log, now });
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? DEFAULT_LISTEN, '--listen'), log);
-  const adminAddr = await listen(admin, parseHostPort(opts.admin ?? DEFAULT_ADMIN, '--admin'), log);
+  // A busy admin port must not leave the agent port bound (an embedding caller would hold it after the error).
+  const adminAddr = await listen(admin, parseHostPort(opts.admin ?? DEFAULT_ADMIN, '--admin'), log).catch((err: unknown) => {
+    data.close();
+    throw err;
+  });
   state.ready = true;
   log.info('sidecar listening', {
     listen: urlOf(dataAddr),
