@@ -155,7 +155,9 @@ function readiness(ctx: AdminContext): Reply {
 
 /** GET /stats/entries?limit=N (1 to 500, default 50): the newest audit entries, decrypted, in memory only. */
 function recentEntries(req: IncomingMessage, _p: Readonly<Record<string, string>>, { audit }: AdminContext): Reply | Denial {
-  const raw = new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('limit');
+  const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+  if (query.getAll('limit').length > 1) return deny('invalid_query', 'give limit once');
+  const raw = query.get('limit');
   const limit = raw === null ? 50 : Number(raw);
   if (!/^\d{1,3}$/.test(raw ?? '50') || !Number.isSafeInteger(limit) || limit < 1 || limit > 500)
     return deny('invalid_query', 'limit must be a whole number from 1 to 500');

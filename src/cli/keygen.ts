@@ -12,7 +12,9 @@ Creates an Ed25519 key pair for an agent (or, with --host, a host):
                                e.g. in a Kubernetes Secret: the identity is
                                stable as long as this file is)
   DIR/NAME.public.jwk.json    (goes into the policy's agents[] or hosts[].publicKey)
-and prints the key's RFC 7638 thumbprint (the token's "iss").
+and prints the key's RFC 7638 thumbprint (the token's "iss") on stdout, then on
+stderr where the files went and a policy entry to paste under agents: (or
+hosts:). An agent a host registers needs no entry: its id is agt_<thumbprint>.
 --public-of prints the public JWK of an existing private key (to import a
 saved identity into a policy) and its thumbprint on stderr; it refuses a key
 the sidecar would refuse (small order, non-canonical, x not matching d).

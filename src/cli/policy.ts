@@ -16,7 +16,8 @@ export async function policyCommand(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  if (sub !== 'check') throw new UsageError(`unknown policy subcommand "${sub ?? ''}"\n\n${USAGE}`);
+  if (sub === undefined) throw new UsageError(`give a subcommand: agents-chain policy check FILE...\n\n${USAGE}`);
+  if (sub !== 'check') throw new UsageError(`unknown policy subcommand "${sub}"\n\n${USAGE}`);
   const args = parseCommand(rest, {}, USAGE, true);
   if (!args) return 0;
   if (args.positionals.length === 0) throw new UsageError(`give at least one FILE\n\n${USAGE}`);
@@ -25,7 +26,7 @@ export async function policyCommand(argv: string[]): Promise<number> {
     try {
       const p = await loadPolicyFile(file);
       process.stdout.write(
-        `${file}: ok (${p.capabilities.size} capabilities, ${p.agents.size} agents, ${p.grants.size} grants${p.hosts.size ? `, ${p.hosts.size} host${p.hosts.size === 1 ? '' : 's'}` : ''})\n`,
+        `${file}: ok (${count(p.capabilities.size, 'capability', 'capabilities')}, ${count(p.agents.size, 'agent')}, ${count(p.grants.size, 'grant')}${p.hosts.size ? `, ${count(p.hosts.size, 'host')}` : ''})\n`,
       );
     } catch (err) {
       if (!(err instanceof PolicyError)) throw err;
@@ -34,4 +35,9 @@ export async function policyCommand(argv: string[]): Promise<number> {
     }
   }
   return failed ? 1 : 0;
+}
+
+/** "1 agent", "3 agents". */
+function count(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
 }

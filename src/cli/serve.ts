@@ -12,8 +12,9 @@ import type { RedisSettings } from '../redis/connect.js';
 import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 import { parseCommand, required, UsageError } from './args.js';
-import { readFlagFile, StartupError, startupErrorText } from './startup.js';
-import { APP_PROBES_ENV, parseAppProbes, type AppProbes } from '../kubernetes/app-probes.js';
+import { readFlagFile, StartupError } from './startup.js';
+import { APP_PROBES_ENV } from '../kubernetes/app-probes.js';
+import { appProbesFrom, checkAddresses, drainDelay, isLoopback, listenerError, maxBody, positive } from './serve-flags.js';
 
 const USAGE = `Usage: agents-chain serve --policy FILE --upstream URL [options]
 
@@ -161,6 +162,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const maxAgents = positive(v['metrics-max-agents'], '--metrics-max-agents') ?? 100;
   const perAgent = v['metrics-agent-label'] || env.AGENTS_CHAIN_METRICS_AGENT_LABEL === 'true' ? { maxAgents } : undefined;
   const listeners = { '--listen': listen, '--admin': v.admin ?? env.AGENTS_CHAIN_ADMIN ?? '0.0.0.0:9090' };
+  checkAddresses(upstream, listeners, { upstream: v.upstream === undefined, listen: v.listen === undefined, admin: v.admin === undefined });
   const start = async (): Promise<Sidecar> =>
     startSidecar({
       audit,
@@ -283,52 +285,4 @@ async function egressOptions(v: Record<string, string | undefined>, env: NodeJS.
     throw new StartupError(`--agent-key ${keyFile}: not a JSON private JWK (${(err as Error).message})`);
   }
   return { agentId, agentKey, providerKey };
-}
-
-function positive(text: string | undefined, flag: string): number | undefined {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag} must be a positive whole number`);
-  return n;
-}
-
-/** --max-body: a whole number of bytes, 0 or more; absent means the default. */
-function maxBody(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`--max-body must be a whole number of bytes, got "${text}"`);
-  return n;
-}
-
-/** --drain-delay-ms: 0 is allowed (no delay, as before the flag existed); absent means the default. */
-function drainDelay(text: string | undefined): number {
-  if (text === undefined || text === '') return DEFAULT_DRAIN_DELAY_MS;
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new UsageError(`--drain-delay-ms (AGENTS_CHAIN_DRAIN_DELAY_MS) must be a whole number of milliseconds, 0 or more, got "${text}"`);
-  return n;
-}
-
-/** AGENTS_CHAIN_APP_PROBES (written by injection): a malformed value stops the start, naming the probe. */
-function appProbesFrom(text: string | undefined): AppProbes {
-  try {
-    return parseAppProbes(text);
-  } catch (err) {
-    throw new UsageError(`refusing to start: ${(err as Error).message}`);
-  }
-}
-
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
-
-/** A listener that cannot bind names its flag: `listen 127.0.0.1:9090 (--admin): address already in use (EADDRINUSE)`. */
-function listenerError(err: unknown, listeners: Record<'--listen' | '--admin', string>): unknown {
-  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
-  if (e?.syscall !== 'listen' || e.port === undefined) return err;
-  const ports = (Object.keys(listeners) as ('--listen' | '--admin')[]).filter((f) => parseHostPort(listeners[f], f).port === e.port);
-  const exact = ports.filter((f) => parseHostPort(listeners[f], f).host === e.address);
-  // --listen binds first: when both flags name the address, the second bind (--admin) is the one that failed.
-  const flag = ports.length < 2 ? ports[0] : exact.length === 1 ? exact[0] : '--admin, the same port as --listen';
-  return flag ? new StartupError(startupErrorText(err, flag), err) : err;
 }

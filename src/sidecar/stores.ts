@@ -51,11 +51,17 @@ export function sharedStores(settings: RedisSettings, log: Logger, metrics: Side
   };
 }
 
+/** At or above this, a reported memory limit means none (what replayCapacity treats as unlimited too). */
+const NO_MEMORY_LIMIT = 2 ** 50;
+
 /** The in-process replay window, bounded so that it refuses calls before the process runs out of memory. */
 export function memoryReplayStore(maxEntries: number | undefined, log: Logger, now: () => number): MemoryReplayStore {
-  const limit = process.constrainedMemory?.();
+  const reported = process.constrainedMemory?.();
+  // Without a cgroup limit Node reports 0 or 2^64 - 1 ("unlimited"): no limit, logged as null.
+  const limit = reported && reported < NO_MEMORY_LIMIT ? reported : undefined;
   const capacity = maxEntries ?? replayCapacity(limit);
-  log.info('replay window in memory', { maxEntries: capacity, memoryLimitBytes: limit || null, source: maxEntries ? '--replay-max-entries' : 'memory limit' });
+  const source = maxEntries ? '--replay-max-entries' : limit ? 'memory limit' : 'default (no memory limit)';
+  log.info('replay window in memory', { maxEntries: capacity, memoryLimitBytes: limit ?? null, source });
   return new MemoryReplayStore(capacity, now);
 }
 

@@ -197,7 +197,7 @@ describe('recent entries on the admin listener', () => {
       const stats = (await (await fetch(`${env.sidecar.adminUrl}/stats`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as any;
       expect(stats.audit.byCapability.send_sms).toMatchObject({ total: 1, success: 1 });
       // A limit that is not a whole number from 1 to 500 is refused, not read as "everything".
-      for (const limit of ['abc', '0', '501', '1.5', '-1', '']) {
+      for (const limit of ['abc', '0', '501', '1.5', '-1', '', '2&limit=3']) {
         const bad = await fetch(`${env.sidecar.adminUrl}/stats/entries?limit=${limit}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
         expect(bad.status, limit).toBe(400);
         expect(await bad.json(), limit).toMatchObject({ error: 'invalid_query' });

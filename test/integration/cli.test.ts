@@ -223,6 +223,22 @@ describe('agents-chain CLI', () => {
         ],
         ['no --policy', () => ['serve'], 2, () => '--policy is required (agents-chain serve --help lists the options)', undefined],
         [
+          'an --upstream that is no origin',
+          () => serve('--upstream', 'notaurl'),
+          2,
+          () =>
+            '--upstream must be the app\'s http:// or https:// origin, e.g. http://127.0.0.1:8081, got "notaurl" (agents-chain serve --help lists the options)',
+          undefined,
+        ],
+        [
+          'a --listen that is no HOST:PORT',
+          () => serve('--listen', '28080x'),
+          2,
+          () =>
+            '--listen must be HOST:PORT (e.g. 127.0.0.1:8080, [::]:8080, or :8080 for every address), got "28080x" (agents-chain serve --help lists the options)',
+          undefined,
+        ],
+        [
           'a missing key file',
           () => serve('--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--audit-key-file', '/nonexistent/audit.key', '--audit-export', 'stdout'),
           1,
