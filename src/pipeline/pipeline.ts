@@ -9,14 +9,13 @@ import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
 import { serveEndpoint } from './endpoint.js';
 import { describe, FILTERS } from './observe/filters.js';
-import type { Arrival, CapabilityCall, CheckedCall, Finished, PublicCall, Reached, Routed } from './phases.js';
+import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Finished, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
 import { presentDenial } from './present.js';
 import { checkReplay, readToken, verifyToken } from './stages/authenticate.js';
 import { checkArguments, checkGrant, enforceConstraints } from './stages/authorize.js';
 import { readBody } from './stages/body.js';
 import { selectVariant, signAsAgent } from './stages/egress.js';
 import { checkRequestShape, findRoute, parseRequest } from './stages/request.js';
-import type { EndpointRoute, PublicRoute } from './phases.js';
 
 /** Every request: is it well formed, and where does it go? (The audit filter's onRequest ran before.) */
 // prettier-ignore
@@ -77,7 +76,8 @@ async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progres
     if (!res.destroyed) writeReply(res, answer, { 'x-request-id': arrival.requestId });
     return { call: progress.reached, outcome: { kind: 'answered', status: answer.status } };
   }
-  const buffered = await PUBLIC.run(routed as Routed<PublicRoute>, deps, progress);
+  if (!isPublic(routed)) return refuse(progress.reached, deny('internal_error', 'a route of no known kind'), res, deps);
+  const buffered = await PUBLIC.run(routed, deps, progress);
   return isDenial(buffered) ? refuse(progress.reached, buffered, res, deps) : forward(buffered, res, deps);
 }
 
@@ -156,4 +156,8 @@ function isCapability(call: Routed): call is CapabilityCall {
 
 function isEndpoint(call: Routed): call is Routed<EndpointRoute> {
   return call.route.kind === 'endpoint';
+}
+
+function isPublic(call: Routed): call is Routed<PublicRoute> {
+  return call.route.kind === 'public';
 }
