@@ -1,6 +1,6 @@
 /**
- * The docs cannot drift: the command blocks of README.md, docs/getting-started.md and the registration
- * walk-through run here, in order, against the built CLI (`agents-chain` on PATH from a temp bin dir),
+ * The docs cannot drift: the command blocks of README.md, docs/getting-started.md and the registration and
+ * approvals walk-throughs run here, in order, against the built CLI (`agents-chain` on PATH from a temp bin dir),
  * with real demo, app and sidecar processes started by the blocks themselves. test/support/doc-blocks.ts
  * says how a page marks what runs in the background, what does not run, and what output it shows.
  *
@@ -24,6 +24,7 @@ const RUN_PAGES: { page: string; cwd: 'checkout' | 'scratch' }[] = [
   { page: 'README.md', cwd: 'checkout' },
   { page: 'docs/getting-started.md', cwd: 'scratch' },
   { page: 'docs/guides/registration.md', cwd: 'checkout' },
+  { page: 'docs/guides/approvals.md', cwd: 'checkout' },
 ];
 
 const tmp = mkdtempSync(join(tmpdir(), 'agents-chain-docs-'));
@@ -126,6 +127,12 @@ describe('the command blocks of the docs run as written', () => {
   it('docs/guides/registration.md: a host registers an agent, the agent calls, an operator revokes it', async () => {
     const { ran } = await runPage('docs/guides/registration.md', 'checkout');
     expect(ran).toBeGreaterThanOrEqual(4);
+  }, 60_000);
+
+  it('docs/guides/approvals.md: a refused call, request_permission, an operator approves for the value, then revokes it', async () => {
+    const { ran, skipped } = await runPage('docs/guides/approvals.md', 'checkout');
+    expect(ran).toBeGreaterThanOrEqual(11);
+    expect(skipped.length).toBeLessThanOrEqual(2);
   }, 60_000);
 });
 
