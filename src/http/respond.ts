@@ -25,10 +25,6 @@ export function jsonReply(status: number, json: unknown, headers?: Record<string
   return headers ? { status, json, headers } : { status, json };
 }
 
-export function isReply(v: Reply | Denial): v is Reply {
-  return !('denied' in v);
-}
-
 export function writeReply(res: ServerResponse, reply: Reply, headers?: Readonly<Record<string, string>>): void {
   if ('json' in reply) return sendJson(res, reply.status, reply.json, { ...headers, ...reply.headers });
   res.writeHead(reply.status, {

@@ -55,7 +55,14 @@ export async function handleCall(req: IncomingMessage, res: ServerResponse, deps
   const arrival: Arrival = { req, requestId: randomUUID(), startedAt: deps.now(), startedHr: performance.now() };
   const progress: Progress = { reached: arrival };
   const done = await decide(arrival, res, deps, progress).catch((err: unknown) => failed(err, res, deps, progress.reached));
-  for (const filter of FILTERS) filter.onResponse?.(done, deps);
+  for (const filter of FILTERS) {
+    try {
+      filter.onResponse?.(done, deps);
+    } catch (err) {
+      // One observer failing must not keep the others (the audit entry first) from seeing the call.
+      deps.log.error('response filter failed', { requestId: arrival.requestId, error: (err as Error).message });
+    }
+  }
 }
 
 async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progress: Progress): Promise<Finished> {
@@ -84,7 +91,9 @@ async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progres
 /** The call passed every check (or needs none): the onForward filters, then the app. */
 async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps: Deps): Promise<Finished> {
   for (const filter of FILTERS) {
-    const refused = await filter.onForward?.(call, deps);
+    // Most filters have no onForward, and the audit filter's is a promise only with strict durability: no await otherwise.
+    const pending = filter.onForward?.(call, deps);
+    const refused = pending && (await pending);
     if (refused) return refuse(call, refused, res, deps);
   }
   const checked = 'verified' in call ? call : undefined;
@@ -147,7 +156,14 @@ function failed(err: unknown, res: ServerResponse, deps: Deps, call: Reached): F
     return { call, outcome: { kind: 'refused', status: statusOf('client_closed_request'), denial: deny('client_closed_request', err.message) } };
   }
   deps.log.error('call failed', { ...describe(call), error: (err as Error).message });
-  return refuse(call, deny('internal_error', 'the sidecar failed to handle this call'), res, deps);
+  const denial = deny('internal_error', 'the sidecar failed to handle this call');
+  try {
+    return refuse(call, denial, res, deps);
+  } catch {
+    // Even the refusal could not be written: cut the connection; the call is still audited and counted.
+    res.destroy();
+    return { call, outcome: { kind: 'refused', status: statusOf('internal_error'), denial } };
+  }
 }
 
 function isCapability(call: Routed): call is CapabilityCall {

@@ -9,7 +9,7 @@ import { openBatch, parseKeyring, type AuditBatch } from '../../src/audit/crypto
 import type { AuditEntry } from '../../src/audit/entry.js';
 import { verifyChain } from '../../src/audit/verify.js';
 import { createAgentSigner } from '../../src/identity/client.js';
-import { ROOT, requireBuild, runCli, startCli } from '../support/cli.js';
+import { ROOT, requireBuild, runCli, startCli, serveArgs } from '../support/cli.js';
 import { until } from '../support/until.js';
 import { orderedLines, startCollector, type Collector } from '../support/collector.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
@@ -38,16 +38,8 @@ describe('audit spool across restarts', () => {
 
   const serve = (spool: string, extra: string[] = []) =>
     startCli(
-      [
-        'serve',
-        '--policy',
-        `${ROOT}config/examples/billing.yaml`,
-        '--upstream',
+      serveArgs(
         app.url,
-        '--listen',
-        '127.0.0.1:0',
-        '--admin',
-        '127.0.0.1:0',
         '--audit-key-file',
         keyFile,
         '--audit-spool',
@@ -59,7 +51,7 @@ describe('audit spool across restarts', () => {
         '--audit-drain-ms',
         '300',
         ...extra,
-      ],
+      ),
       /sidecar listening/,
     );
 

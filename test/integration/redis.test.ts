@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgentSigner } from '../../src/identity/client.js';
 import { loadPolicyText } from '../../src/policy/load.js';
 import { ADMIN_TOKEN, smsPolicy, startInbox, type Inbox } from '../support/approvals.js';
-import { ROOT, requireBuild, startCli } from '../support/cli.js';
+import { ROOT, requireBuild, startCli, serveArgs } from '../support/cli.js';
 import { billingPolicy, startTestSidecar, testAgent, untilReady, type TestAgent, type TestSidecar } from '../support/fixture.js';
 import { call, type Reply } from '../support/http.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
@@ -32,25 +32,7 @@ describe('two sidecar processes sharing Redis', () => {
 
   it('a token used on replica A is rejected on replica B', async () => {
     const prefix = testPrefix('replay');
-    const serve = () =>
-      startCli(
-        [
-          'serve',
-          '--policy',
-          `${ROOT}config/examples/billing.yaml`,
-          '--upstream',
-          app.url,
-          '--listen',
-          '127.0.0.1:0',
-          '--admin',
-          '127.0.0.1:0',
-          '--redis',
-          REDIS_URL,
-          '--redis-prefix',
-          prefix,
-        ],
-        /sidecar listening/,
-      );
+    const serve = () => startCli(serveArgs(app.url, '--redis', REDIS_URL, '--redis-prefix', prefix), /sidecar listening/);
     const [a, b] = await Promise.all([serve(), serve()]);
     try {
       const urlA = JSON.parse(a.line).listen as string;

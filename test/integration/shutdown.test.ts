@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createAgentSigner } from '../../src/identity/client.js';
-import { ROOT, requireBuild, runCli, startCli, startupFailure } from '../support/cli.js';
+import { ROOT, requireBuild, runCli, startCli, startupFailure, serveArgs } from '../support/cli.js';
 import { call } from '../support/http.js';
 import { startRecorder } from '../support/recorder.js';
 import { until } from '../support/until.js';
@@ -56,22 +56,7 @@ describe('signals during a drain', () => {
   it('a second SIGTERM does not cut the drain short: the sidecar still stops cleanly, exit 0', async () => {
     requireBuild();
     const app = await startRecorder();
-    const sc = await startCli(
-      [
-        'serve',
-        '--policy',
-        `${ROOT}config/examples/billing.yaml`,
-        '--upstream',
-        app.url,
-        '--listen',
-        '127.0.0.1:0',
-        '--admin',
-        '127.0.0.1:0',
-        '--drain-delay-ms',
-        '1500',
-      ],
-      /sidecar listening/,
-    );
+    const sc = await startCli(serveArgs(app.url, '--drain-delay-ms', '1500'), /sidecar listening/);
     try {
       const exited = once(sc.child, 'exit');
       sc.child.kill('SIGTERM');
@@ -103,16 +88,8 @@ describe('graceful shutdown', () => {
       });
     const exported = join(dir, 'audit.jsonl');
     const sc = await startCli(
-      [
-        'serve',
-        '--policy',
-        `${ROOT}config/examples/billing.yaml`,
-        '--upstream',
+      serveArgs(
         app.url,
-        '--listen',
-        '127.0.0.1:0',
-        '--admin',
-        '127.0.0.1:0',
         '--audit-key-file',
         keyFile,
         '--audit-spool',
@@ -125,7 +102,7 @@ describe('graceful shutdown', () => {
         '2000',
         '--drain-delay-ms',
         '0',
-      ],
+      ),
       /sidecar listening/,
     ); // the grace alone: the rollout test below covers the delay
     const { listen, admin } = JSON.parse(sc.line) as { listen: string; admin: string };
@@ -174,24 +151,7 @@ describe('graceful shutdown', () => {
       if (r.url === '/invoices/inv-held') void held.then(answer);
       else answer();
     };
-    const sc = await startCli(
-      [
-        'serve',
-        '--policy',
-        `${ROOT}config/examples/billing.yaml`,
-        '--upstream',
-        app.url,
-        '--listen',
-        '127.0.0.1:0',
-        '--admin',
-        '127.0.0.1:0',
-        '--drain-delay-ms',
-        String(DELAY),
-        '--shutdown-grace-ms',
-        '10000',
-      ],
-      /sidecar listening/,
-    );
+    const sc = await startCli(serveArgs(app.url, '--drain-delay-ms', String(DELAY), '--shutdown-grace-ms', '10000'), /sidecar listening/);
     const { listen, admin } = JSON.parse(sc.line) as { listen: string; admin: string };
     const bot = await createAgentSigner(JSON.parse(await readFile(`${ROOT}config/examples/keys/billing-bot.private.jwk.json`, 'utf8')), 'agent-billing-bot');
     const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });

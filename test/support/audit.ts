@@ -4,10 +4,15 @@
  * a predicate. They go through the production sealer and pattern, so a test
  * built on them still tests src/audit.
  */
-import type { AuditBatch, AuditKey, ChainLink } from '../../src/audit/crypto.js';
+import { randomBytes } from 'node:crypto';
+import { parseKeyring, type AuditBatch, type AuditKey, type AuditKeyring, type ChainLink } from '../../src/audit/crypto.js';
 import { asciiJson } from '../../src/audit/entry.js';
 import { SECRET_KEY_PATTERN } from '../../src/audit/redact.js';
+import { RawJson } from '../../src/audit/raw-json.js';
 import { BatchSealer } from '../../src/audit/sealer.js';
+import { AuditTrail, type AuditTrailOptions } from '../../src/audit/trail.js';
+import { parseStrictJsonBytes } from '../../src/json/strict.js';
+import { createLogger } from '../../src/log.js';
 
 /**
  * Any object's JSON without `args` and without its closing brace, in ASCII
@@ -43,4 +48,23 @@ export async function sealBatch<E extends { timestamp: number; args?: unknown }>
 /** The built-in rule for one key (the trail combines the same pattern with a policy's `audit.redact`). */
 export function isSecretKey(key: string): boolean {
   return SECRET_KEY_PATTERN.test(key);
+}
+
+/**
+ * A real AuditTrail whose one exporter keeps every sealed line in memory (`lines`), with a fresh key, a
+ * silent logger and a flush timer too slow to matter (tests flush or drain). `options` override any of it.
+ */
+export function memoryTrail(options: Partial<AuditTrailOptions> = {}): { trail: AuditTrail; keys: AuditKeyring; lines: Buffer[] } {
+  const keys = options.keyring ?? parseKeyring(randomBytes(32).toString('base64'));
+  const lines: Buffer[] = [];
+  const exporter = { name: 'mem', export: async (line: Buffer) => void lines.push(line) };
+  const trail = new AuditTrail({ keyring: keys, exporters: [exporter], flushIntervalMs: 60_000, log: createLogger('error', () => {}), ...options });
+  return { trail, keys, lines };
+}
+
+/** A verified body as the pipeline hands it to the trail: the strictly parsed value, its bytes and every key. */
+export function rawJson(text: string): RawJson {
+  const bytes = Buffer.from(text);
+  const keys: string[] = [];
+  return new RawJson(parseStrictJsonBytes(bytes, keys), bytes, keys);
 }

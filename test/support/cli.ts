@@ -91,3 +91,8 @@ export function startupFailure(r: Run): StartupFailure {
   if (f.exitCode !== r.code) throw new Error(`the line says exit ${f.exitCode}, the process exited ${r.code}`);
   return f;
 }
+
+/** `agents-chain serve` of the billing example policy in front of `upstream`, both listeners on free ports, then `extra`. */
+export function serveArgs(upstream: string, ...extra: string[]): string[] {
+  return ['serve', '--policy', `${ROOT}config/examples/billing.yaml`, '--upstream', upstream, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', ...extra];
+}

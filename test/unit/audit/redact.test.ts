@@ -1,8 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { openBatch, parseKeyring, type AuditBatch } from '../../../src/audit/crypto.js';
+import { openBatch, type AuditBatch } from '../../../src/audit/crypto.js';
 import type { AuditEntry } from '../../../src/audit/entry.js';
-import { RawJson } from '../../../src/audit/raw-json.js';
 import {
   needsRedaction,
   redact,
@@ -13,10 +11,7 @@ import {
   SECRET_PREFIXES,
   SECRET_SUFFIXES,
 } from '../../../src/audit/redact.js';
-import { AuditTrail } from '../../../src/audit/trail.js';
-import { createLogger } from '../../../src/log.js';
-import { parseStrictJsonBytes } from '../../../src/json/strict.js';
-import { isSecretKey } from '../../support/audit.js';
+import { isSecretKey, memoryTrail, rawJson } from '../../support/audit.js';
 import { expectLinear } from '../../support/linear.js';
 
 /** The documented rule, written out plainly: the regex must agree with it on every key. */
@@ -210,30 +205,12 @@ describe('redact / redactForReview', () => {
 
 describe('the audit trail uses the same rule', () => {
   it('keeps verified bytes whose keys only look like secrets by substring (author, keyword); redacts exact names', async () => {
-    const keys = parseKeyring(randomBytes(32).toString('base64'));
-    const lines: Buffer[] = [];
-    const trail = new AuditTrail({
-      keyring: keys,
-      exporters: [
-        {
-          name: 'mem',
-          export: async (line) => {
-            lines.push(line);
-          },
-        },
-      ],
-      flushIntervalMs: 60_000,
-      log: createLogger('error', () => {}),
-    });
+    const { trail, keys, lines } = memoryTrail();
     await trail.start();
-    const raw = (text: string) => {
-      const bytes = Buffer.from(text);
-      const seen: string[] = [];
-      return new RawJson(parseStrictJsonBytes(bytes, seen), bytes, seen);
-    };
+
     const base = { agentName: 'bot', capability: 'c', result: 'success' as const, jti: null, durationMs: 0, method: 'POST', path: '/', status: 200 };
-    await trail.record({ ...base, id: 'e1', agentId: 'bot', timestamp: 1, requestId: 'r1', args: raw('{"author":"Ann", "keyword":"k"}') });
-    await trail.record({ ...base, id: 'e2', agentId: 'bot', timestamp: 2, requestId: 'r2', args: raw('{"author":"Ann","meta":{"Client-Secret":"s"}}') });
+    await trail.record({ ...base, id: 'e1', agentId: 'bot', timestamp: 1, requestId: 'r1', args: rawJson('{"author":"Ann", "keyword":"k"}') });
+    await trail.record({ ...base, id: 'e2', agentId: 'bot', timestamp: 2, requestId: 'r2', args: rawJson('{"author":"Ann","meta":{"Client-Secret":"s"}}') });
     await trail.record({ ...base, id: 'e3', agentId: 'bot', timestamp: 3, requestId: 'r3', args: { keyword: 'k', password: 'p' } });
     await trail.drain(2_000);
     const entries = lines.flatMap((l) => openBatch<AuditEntry>(JSON.parse(l.toString()) as AuditBatch, keys));

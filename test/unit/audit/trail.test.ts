@@ -5,6 +5,7 @@ import { aad, parseKeyring } from '../../../src/audit/crypto.js';
 import type { AuditEntry } from '../../../src/audit/entry.js';
 import { AuditTrail } from '../../../src/audit/trail.js';
 import { createLogger } from '../../../src/log.js';
+import { memoryTrail, rawJson } from '../../support/audit.js';
 import { until } from '../../support/until.js';
 
 const entry = (i: number): AuditEntry => ({
@@ -134,22 +135,7 @@ describe('AuditTrail records', () => {
   });
 
   it('batched: entries of one event-loop turn go into the batch at its end, in order; a full batch is flushed without waiting for the timer', async () => {
-    const keys = parseKeyring(randomBytes(32).toString('base64'));
-    const lines: Buffer[] = [];
-    const trail = new AuditTrail({
-      keyring: keys,
-      exporters: [
-        {
-          name: 'mem',
-          export: async (line) => {
-            lines.push(line);
-          },
-        },
-      ],
-      flushIntervalMs: 60_000,
-      maxBatch: 3,
-      log: createLogger('error', () => {}),
-    });
+    const { trail, keys, lines } = memoryTrail({ maxBatch: 3 });
     await trail.start();
     for (let i = 1; i <= 7; i++) void trail.record(entry(i));
     expect(trail.buffered).toBe(7); // pending entries count as buffered (readiness, drain)
@@ -228,30 +214,11 @@ describe('AuditTrail records', () => {
 describe('AuditTrail redaction of verified bodies', () => {
   it('keeps the verified bytes unless a key the parser reported is secret-looking (at any depth); then records a redacted copy', async () => {
     const { RawJson } = await import('../../../src/audit/raw-json.js');
-    const { parseStrictJsonBytes } = await import('../../../src/json/strict.js');
-    const keys = parseKeyring(randomBytes(32).toString('base64'));
-    const lines: Buffer[] = [];
-    const trail = new AuditTrail({
-      keyring: keys,
-      exporters: [
-        {
-          name: 'mem',
-          export: async (line) => {
-            lines.push(line);
-          },
-        },
-      ],
-      flushIntervalMs: 60_000,
-      log: createLogger('error', () => {}),
-    });
+    const { trail, keys, lines } = memoryTrail();
     await trail.start();
-    const raw = (text: string) => {
-      const bytes = Buffer.from(text);
-      const seen: string[] = [];
-      return new RawJson(parseStrictJsonBytes(bytes, seen), bytes, seen);
-    };
-    await trail.record({ ...entry(1), args: raw('{ "amount" : 5,\n "items": [ {"sku": "a"} ] }') });
-    await trail.record({ ...entry(2), args: raw('{"amount":5,"items":[{"sku":"a","meta":{"Client_Secret":"s"}}]}') });
+
+    await trail.record({ ...entry(1), args: rawJson('{ "amount" : 5,\n "items": [ {"sku": "a"} ] }') });
+    await trail.record({ ...entry(2), args: rawJson('{"amount":5,"items":[{"sku":"a","meta":{"Client_Secret":"s"}}]}') });
     // The verdict comes from the reported keys, not from walking the value: a reported secret key alone triggers the copy.
     await trail.record({ ...entry(3), args: new RawJson({ a: 1 }, Buffer.from('{ "a" : 1 }'), ['a', 'password']) });
     await trail.drain(2_000);

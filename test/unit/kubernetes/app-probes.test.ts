@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -10,6 +9,7 @@ import { parseAppProbes, PROBE_REUSE_MS, runAppProbe, type AppProbe } from '../.
 import type { Sidecar } from '../../../src/sidecar/start.js';
 import { startTestSidecar } from '../../support/fixture.js';
 import { call } from '../../support/http.js';
+import { selfSignedCert } from '../../support/kubernetes.js';
 import { until } from '../../support/until.js';
 
 /** The app: answers each path with a status, remembers what the probes sent. */
@@ -180,27 +180,7 @@ describe('runAppProbe against a real app on 127.0.0.1', () => {
   it("HTTPS: the app's self-signed certificate is accepted, as the kubelet accepts it", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'agents-chain-probe-'));
     try {
-      execFileSync(
-        'openssl',
-        [
-          'req',
-          '-x509',
-          '-newkey',
-          'ec',
-          '-pkeyopt',
-          'ec_paramgen_curve:prime256v1',
-          '-nodes',
-          '-days',
-          '1',
-          '-subj',
-          '/CN=app',
-          '-keyout',
-          join(dir, 'k'),
-          '-out',
-          join(dir, 'c'),
-        ],
-        { stdio: 'ignore' },
-      );
+      selfSignedCert(join(dir, 'c'), join(dir, 'k'), 'app');
       const server = createHttpsServer({ key: readFileSync(join(dir, 'k')), cert: readFileSync(join(dir, 'c')) }, (_req, res) => res.end('ok'));
       const port = await listen(server);
       try {
