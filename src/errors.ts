@@ -23,6 +23,8 @@ export interface GuidanceContext {
   capability: string;
   activeConstraints?: Constraints;
   requestPermission: boolean;
+  /** The call was an MCP tool call (this tool name): guidance speaks of tools, not HTTP endpoints. */
+  mcpTool?: string;
 }
 
 type Guidance = (denial: Denial, ctx: GuidanceContext) => string;
@@ -52,6 +54,13 @@ export const DENIALS = {
   too_many_headers: call(431, malformed),
   unsupported_media_type: call(415, malformed),
   unknown_route: call(404),
+  // MCP messages (the mcp: section)
+  /** A tool, prompt or resource the policy does not declare for this MCP server. */
+  unknown_tool: call(404, (d) => `${d.message}. Call only the tools tools/list shows you.`),
+  /** A JSON-RPC batch (an array): removed from MCP in 2025-06-18, refused whole. */
+  batch_refused: call(400, malformed),
+  /** A JSON-RPC method the sidecar cannot classify (it might run something unchecked). */
+  unknown_mcp_method: call(400),
   // token (the verification table of ../shared/seeds/002_9af9aaa6cc5deb37.txt)
   token_missing: call(401, unverified),
   token_invalid: call(401, unverified),
@@ -177,6 +186,14 @@ function violationGuidance(denial: Denial, ctx: GuidanceContext): string {
   for (const v of denial.violations ?? []) lines.push(`- ${v.message}.`);
   const allowed = Object.entries(ctx.activeConstraints ?? {}).map(([f, r]) => `${f} ${describeRule(r)}`);
   if (allowed.length) lines.push(`Allowed: ${allowed.join('; ')}.`);
+  if (ctx.mcpTool !== undefined) {
+    lines.push(
+      ctx.requestPermission
+        ? `If the user really needs these values, ask a human: call the tool "request_permission" with {"tool": "${ctx.mcpTool}", "arguments": <the same arguments>, "reason": "<why>"}. Otherwise change the arguments to fit the limits and call the tool again.`
+        : 'Change the arguments to fit these limits and call the tool again. Approval requests are not available for this service.',
+    );
+    return lines.join('\n');
+  }
   lines.push(
     ctx.requestPermission
       ? `If the user really needs these values, ask a human: POST /agent/request-permission with a token whose aud is "request_permission" and the body {"capability": "${cap}", "args": <the same arguments>, "reason": "<why>"}. Otherwise change the arguments to fit the limits and call again with a new token.`

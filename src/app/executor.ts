@@ -1,7 +1,9 @@
 import type { Executor } from '../approvals/service.js';
 import type { AccessRequest } from '../approvals/types.js';
 import { denialBody, isDenial, statusOf, deny, type Denial } from '../errors.js';
-import type { Agent, Policy } from '../policy/types.js';
+import { parseStrictJsonBytes } from '../json/strict.js';
+import { readMessage } from '../mcp/message.js';
+import type { Agent, McpServer, Policy, Route } from '../policy/types.js';
 import type { RegisteredAgents } from '../registration/directory.js';
 import { matchRoute } from '../routing/match.js';
 import { parseTarget } from '../routing/target.js';
@@ -59,13 +61,28 @@ export function approvalExecutor(deps: ExecutorDeps): Executor {
   };
 }
 
+function mcpMatch(server: McpServer, body: Buffer | undefined): { route: Route; params: Record<string, string>; arguments: Record<string, unknown> } | Denial {
+  let json: unknown;
+  try {
+    json = parseStrictJsonBytes(body ?? Buffer.alloc(0));
+  } catch (err) {
+    return deny('invalid_body', `the approved MCP message is not JSON: ${(err as Error).message}`);
+  }
+  const message = readMessage(server, json, false);
+  return isDenial(message) ? message : { route: message.route, params: { ...message.params }, arguments: { ...message.arguments } };
+}
+
 async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps: ExecutorDeps): Promise<Denial | undefined> {
   const policy = deps.policy();
   const agent: Agent | undefined = policy.agents.get(r.agentId) ?? (await deps.registered?.get(r.agentId, policy));
   if (!agent) return deny('capability_denied', `agent "${r.agentId}" is no longer known`);
   const target = parseTarget(r.target);
   if (isDenial(target)) return target;
-  const match = matchRoute(policy.routes, r.method, target.segments);
+  const found = matchRoute(policy.routes, r.method, target.segments);
+  // An MCP server's path: the planned JSON-RPC message says which tool (and so which capability) it is.
+  const match: { route: Route; params: Record<string, string>; arguments?: Record<string, unknown> } | Denial | undefined =
+    found?.route.kind === 'capability' && found.route.mcp ? mcpMatch(found.route.mcp, body) : found;
+  if (isDenial(match)) return match;
   if (!match || match.route.kind !== 'capability' || match.route.capability.name !== r.capability) {
     return deny('capability_denied', `${r.method} ${target.path} is no longer the capability "${r.capability}"`);
   }
@@ -78,6 +95,7 @@ async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps:
       query: target.query,
       body,
       headers: { 'content-type': 'application/json' },
+      ...(match.arguments ? { parsed: { value: match.arguments } } : {}),
     },
     { policy, now: deps.now },
   );

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { pipeline, type Readable } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import { Pool } from 'undici';
 import { deny, type Denial } from '../errors.js';
@@ -6,6 +7,9 @@ import type { Constraints, Policy } from '../policy/types.js';
 import { presentSuccess } from '../pipeline/present.js';
 import { downstreamResponseHeaders } from '../http/headers.js';
 import { relayAnswer, writeRewrittenJson } from '../http/respond.js';
+import type { MessageRewrite } from '../mcp/rewrite.js';
+import { rewriteJsonText } from '../mcp/rewrite.js';
+import { sseRewriter } from '../mcp/sse.js';
 
 export interface ForwardRequest {
   method: string;
@@ -19,6 +23,8 @@ export interface ForwardRequest {
   permission?: 'not_required' | 'approved';
   /** `envelope: all`: wrap a successful JSON answer in the ConstraintAwareResult. */
   wrap?: { policy: Policy; capability: string; constraints?: Constraints };
+  /** An MCP list request: each JSON-RPC message of the answer (JSON or SSE) rewritten on its way back. */
+  rewrite?: MessageRewrite;
 }
 
 export interface ForwardResult {
@@ -75,6 +81,10 @@ export class Upstream {
       writeRewrittenJson(res, upstream.statusCode, headers, text);
       return { status: upstream.statusCode };
     }
+    if (req.rewrite && upstream.statusCode < 300) {
+      res.off('close', onClose);
+      return rewritten(res, upstream.statusCode, headers, upstream.body, req.rewrite);
+    }
     const bytes = await relayAnswer(res, upstream.statusCode, headers, upstream.body);
     res.off('close', onClose);
     return { status: upstream.statusCode, bytes };
@@ -108,6 +118,60 @@ export class Upstream {
   close(): Promise<void> {
     return this.pool.close();
   }
+}
+
+/**
+ * An MCP list answer with each message rewritten (filtered to what the agent
+ * may call): a JSON body whole, an SSE stream event by event. An answer the
+ * sidecar cannot read (compressed, another media type) is refused: passing it
+ * on would show the agent tools it holds no grant for.
+ */
+async function rewritten(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string | string[]>,
+  body: Readable,
+  rewrite: MessageRewrite,
+): Promise<ForwardResult | Denial> {
+  const type = mediaType(headers['content-type']);
+  if (headers['content-encoding'] || (type !== 'application/json' && type !== 'text/event-stream')) {
+    body.destroy();
+    return deny(
+      'upstream_unavailable',
+      `the MCP server's list answer (${type || 'no type'}${headers['content-encoding'] ? ', compressed' : ''}) cannot be filtered`,
+    );
+  }
+  if (type === 'application/json') {
+    const text = await readText(body, MAX_LIST_BYTES);
+    if (text === undefined) return deny('upstream_unavailable', `the MCP server's list answer exceeds ${MAX_LIST_BYTES} bytes`);
+    const out = rewriteJsonText(text, rewrite) ?? text;
+    writeRewrittenJson(res, status, headers, out);
+    return { status, bytes: Buffer.byteLength(out) };
+  }
+  delete headers['content-length'];
+  const events = sseRewriter(rewrite);
+  pipeline(body, events, () => undefined);
+  return { status, bytes: await relayAnswer(res, status, headers, events) };
+}
+
+const MAX_LIST_BYTES = 8 * 1024 * 1024;
+
+function mediaType(type: string | string[] | undefined): string {
+  return (Array.isArray(type) ? type[0] : type)?.split(';')[0]?.trim().toLowerCase() ?? '';
+}
+
+async function readText(body: Readable, max: number): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of body) {
+    size += (c as Buffer).length;
+    if (size > max) {
+      body.destroy();
+      return undefined;
+    }
+    chunks.push(c as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function isJson(type: string | string[] | undefined): boolean {

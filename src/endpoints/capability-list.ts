@@ -36,6 +36,8 @@ export const capabilityList = defineEndpoint({
           method: c.method,
           path: c.path,
           ...(c.inputSchema ? { input_schema: c.inputSchema } : {}),
+          // An MCP capability: what it names on its server (a client mints each message's token for it).
+          ...(c.mcp ? { mcp: c.mcp } : {}),
           ...(agent && grants ? { grant: grantView(grants.get(grantKey(agent.id, name)), now) } : {}),
         },
       ];

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { URL_ARGUMENT_METHODS } from '../constraints/arguments.js';
 import { deny, isDenial, type Denial } from '../errors.js';
 import { jsonMethodOverride } from '../http/method-override.js';
@@ -12,6 +13,26 @@ export interface PlannedCall {
   query: string | undefined;
   params: Record<string, string>;
   body?: Buffer;
+  /** An MCP tool's or prompt's arguments (the constraints read these, not the JSON-RPC envelope around them). */
+  arguments?: Record<string, unknown>;
+}
+
+/**
+ * An MCP tool or prompt call: the JSON-RPC request that runs if a human
+ * approves (POST on the server's path), its arguments what the constraints read.
+ */
+export function mcpPlannedCall(cap: Capability, args: unknown, limits: { maxBodyBytes: number }): PlannedCall | Denial {
+  const target = cap.mcp;
+  if (!target || (target.kind !== 'tool' && target.kind !== 'prompt') || target.name === undefined) {
+    return deny('invalid_body', `${cap.name} is an MCP ${target?.kind ?? 'capability'}: request_permission asks for tool and prompt calls`);
+  }
+  const value = args ?? {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return deny('invalid_body', '"args" must be the arguments object of the call');
+  const method = target.kind === 'tool' ? 'tools/call' : 'prompts/get';
+  const message = { jsonrpc: '2.0', id: `approved-${randomUUID()}`, method, params: { name: target.name, arguments: value } };
+  const body = Buffer.from(JSON.stringify(message));
+  if (body.length > (cap.maxBodyBytes ?? limits.maxBodyBytes)) return deny('body_too_large', `"args" exceed the ${cap.name} body limit`);
+  return { target: target.path, query: undefined, params: {}, body, arguments: value as Record<string, unknown> };
 }
 
 /**

@@ -6,7 +6,7 @@ import { activeGrants, authorize, grantsFor } from '../pipeline/authorize.js';
 import type { Deps } from '../pipeline/deps.js';
 import { accessRequestReply, pendingBody, statusUrl } from './access-request-view.js';
 import { defineEndpoint, type EndpointPhases } from './endpoint.js';
-import { plannedCall } from './planned-call.js';
+import { mcpPlannedCall, plannedCall } from './planned-call.js';
 
 /**
  * POST /agent/request-permission {capability, args, reason, path?}: builds the
@@ -26,7 +26,8 @@ export const requestPermission = defineEndpoint({
   handle: (call, deps) => (deps.approvals ? ask(call, deps, deps.approvals) : deny('not_found', 'request_permission is not configured')),
 });
 
-type Call = EndpointPhases['agent'] & { readonly body?: Buffer | undefined };
+/** `respondAsync`: the MCP tool's `wait: false` (an MCP client cannot set Prefer per call). */
+type Call = EndpointPhases['agent'] & { readonly body?: Buffer | undefined; readonly respondAsync?: boolean };
 type Approvals = NonNullable<Deps['approvals']>;
 
 async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply | Denial> {
@@ -45,7 +46,7 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
   // The grant first: an agent without one learns nothing about paths or arguments.
   const granted = activeGrants(agent, [cap.name], deps.policy, deps.now());
   if (isDenial(granted)) return about(granted);
-  const planned = plannedCall(deps.policy, cap, args, path, deps.limits);
+  const planned = cap.mcp ? mcpPlannedCall(cap, args, deps.limits) : plannedCall(deps.policy, cap, args, path, deps.limits);
   if (isDenial(planned)) return about(planned);
   const authorization = await authorize(
     agent,
@@ -56,6 +57,7 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
       query: planned.query,
       body: planned.body,
       headers: { 'content-type': 'application/json' },
+      ...(planned.arguments ? { parsed: { value: planned.arguments } } : {}),
     },
     { policy: deps.policy, now: deps.now, approvals },
   );
@@ -76,7 +78,7 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
     headers: keptCallerHeaders(call.req.rawHeaders, deps.tokenHeader),
   });
   if (isDenial(created)) return about(created);
-  if (/respond-async/i.test(String(call.req.headers.prefer ?? ''))) {
+  if (call.respondAsync === true || /respond-async/i.test(String(call.req.headers.prefer ?? ''))) {
     return jsonReply(202, pendingBody(created), { 'preference-applied': 'respond-async', location: statusUrl(created) });
   }
   const final = await approvals.waitForFinal(created.id);

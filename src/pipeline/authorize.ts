@@ -49,6 +49,8 @@ export interface CallArguments {
   body: Buffer | undefined;
   /** For the body's media type and encoding. */
   headers: IncomingHttpHeaders;
+  /** The arguments already read strictly (an MCP message's tool arguments): the body is not parsed again. */
+  parsed?: { value: unknown };
 }
 
 /** What authorize established: the grants, the arguments as read, and what is left of the violations. */
@@ -134,6 +136,11 @@ function readArguments(
   if (plan.query.size > 0 && body && body.length > 0) return deny('invalid_body', `${args.method} with constrained query parameters must not carry a body`);
   const read = { plan, query, json: undefined as unknown, jsonKeys: undefined as string[] | undefined };
   if (!plan.body) return read;
+  if (args.parsed) {
+    read.json = args.parsed.value;
+    read.jsonKeys = collectKeys ? keysOf(args.parsed.value) : undefined;
+    return read;
+  }
   const inQuery = keyReadAs(args.query, plan.bodyRoots);
   if (inQuery) return deny('invalid_query', `"${inQuery}" is a constrained body field; it must not also be sent in the query`);
   if (!body || body.length === 0) return read; // every rule will report the field absent
@@ -148,4 +155,16 @@ function readArguments(
     return deny('invalid_body', `request body is not acceptable JSON: ${why}`);
   }
   return read;
+}
+
+/** Every object key of a value already parsed (the audit trail's redaction check). */
+function keysOf(value: unknown, into: string[] = []): string[] {
+  if (Array.isArray(value)) value.forEach((v) => keysOf(v, into));
+  else if (typeof value === 'object' && value !== null) {
+    for (const [k, v] of Object.entries(value)) {
+      into.push(k);
+      keysOf(v, into);
+    }
+  }
+  return into;
 }

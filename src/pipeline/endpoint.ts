@@ -45,7 +45,9 @@ async function run<A extends EndpointAuth>(
   progress: Progress,
 ): Promise<Reply | Denial> {
   const authenticated = await chain.run(call, deps, progress);
-  if (isDenial(authenticated) || !endpoint.readsBody) return isDenial(authenticated) ? authenticated : endpoint.handle(authenticated, deps);
+  // The body is read once: an MCP tool call to request_permission arrives with its input already buffered.
+  if (isDenial(authenticated) || !endpoint.readsBody || 'body' in authenticated)
+    return isDenial(authenticated) ? authenticated : endpoint.handle(authenticated, deps);
   const buffered = await readBody(authenticated, deps);
   if (isDenial(buffered)) return buffered;
   progress.reached = buffered;

@@ -4,6 +4,7 @@ import type { Denial } from '../errors.js';
 import type { Grant, Route } from '../policy/types.js';
 import type { VerifiedHostToken } from '../registration/host-token.js';
 import type { RequestTarget } from '../routing/target.js';
+import type { McpMessage } from '../mcp/message.js';
 import type { Authorization } from './authorize.js';
 
 /**
@@ -65,6 +66,16 @@ export interface Checked {
   readonly authorization: Authorization;
 }
 
+/** A JSON-RPC message strictly parsed (an MCP endpoint): its id, so a refusal can answer it in JSON-RPC. */
+export interface JsonRpcParsed {
+  readonly rpc: { readonly id?: string | number; readonly json: unknown };
+}
+
+/** An MCP server's message, read: what it is (the route is now the tool's, prompt's, resource's or the session's). */
+export interface McpRead {
+  readonly mcp: McpMessage;
+}
+
 /** Egress: further capabilities the same call also is (each needs a grant). */
 export interface Variants {
   readonly alsoRequires: readonly string[];
@@ -73,13 +84,16 @@ export interface Variants {
 /** A capability call, from routed to ready to forward. */
 export type CapabilityCall = Routed<CapabilityRoute>;
 export type CheckedCall = CapabilityCall & Buffered & WithToken & Authenticated & Granted & Checked;
+/** An MCP message read, before its token. */
+export type McpCall = CapabilityCall & Buffered & JsonRpcParsed & McpRead;
 export type PublicCall = Routed<PublicRoute> & Buffered;
 
 /**
  * Whatever a call had reached when it ended, for the observers (audit,
  * metrics, logs). Every phase is one of these.
  */
-export type Reached = Arrival & Partial<Shaped & Routed & WithToken & Authenticated & HostAuthenticated & Granted & Buffered & Checked>;
+export type Reached = Arrival &
+  Partial<Shaped & Routed & WithToken & Authenticated & HostAuthenticated & Granted & Buffered & Checked & JsonRpcParsed & McpRead>;
 
 /** How a call ended. */
 export type Outcome =

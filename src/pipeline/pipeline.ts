@@ -9,12 +9,15 @@ import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
 import { serveEndpoint } from './endpoint.js';
 import { describe, FILTERS } from './observe/filters.js';
-import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Finished, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
+import { answerPermissionTool, listRewrite } from './mcp.js';
+import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Finished, McpCall, McpRead, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
 import { presentDenial } from './present.js';
+import { presentMcpDenial } from '../mcp/present.js';
 import { checkReplay, readToken, verifyToken } from './stages/authenticate.js';
 import { checkArguments, checkGrant, enforceConstraints } from './stages/authorize.js';
 import { readBody } from './stages/body.js';
 import { selectVariant, signAsAgent } from './stages/egress.js';
+import { parseJsonRpc, readMcpMessage } from './stages/mcp.js';
 import { checkRequestShape, findRoute, parseRequest } from './stages/request.js';
 
 /** Every request: is it well formed, and where does it go? (The audit filter's onRequest ran before.) */
@@ -47,6 +50,32 @@ const EGRESS_AUTHORIZATION = Chain.of<CapabilityCall, Deps>()
   .then(checkArguments)      // step 9b: model, max_tokens, temperature, ...
   .then(enforceConstraints);
 
+/** An MCP server's endpoint: the message first (it names the tool, prompt or resource, and so the capability), then the same checks. */
+// prettier-ignore
+const MCP_MESSAGE = Chain.of<CapabilityCall, Deps>()
+  .then(readBody)            // bounded buffer: the bytes checked are the bytes sent
+  .then(parseJsonRpc)        // one JSON-RPC message, strictly parsed (a batch is refused next)
+  .then(readMcpMessage); // session, declared tool / prompt / resource, or unknown_tool
+
+// prettier-ignore
+const MCP_AUTHORIZATION = Chain.of<McpCall, Deps>()
+  .then(readToken)           // one agent+jwt per HTTP request, aud = the capability the message is
+  .then(verifyToken)         // steps 1–7
+  .then(checkGrant)          // step 9 (the session grant for session traffic)
+  .then(checkReplay)         // step 8
+  .then(checkArguments)      // step 9b: the tool's own arguments (a resource's URI variables)
+  .then(enforceConstraints);
+
+/** Egress in front of a remote MCP server: the sidecar signs as the agent, per message. */
+// prettier-ignore
+const MCP_EGRESS_AUTHORIZATION = Chain.of<McpCall, Deps>()
+  .then(signAsAgent)
+  .then(verifyToken)
+  .then(checkGrant)
+  .then(checkReplay)
+  .then(checkArguments)
+  .then(enforceConstraints);
+
 /** Public routes: no token, but the body is still bounded and buffered (no slow body can pin an upstream connection). */
 const PUBLIC = Chain.of<Routed<PublicRoute>, Deps>().then(readBody);
 
@@ -73,6 +102,7 @@ async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progres
   const routed = await ROUTING.run(arrival, deps, progress);
   if (isDenial(routed)) return refuse(progress.reached, routed, res, deps);
   if (isCapability(routed)) {
+    if (routed.route.mcp) return mcpCall(routed, res, deps, progress);
     const checked = await (deps.policy.egress ? EGRESS_AUTHORIZATION : AUTHORIZATION).run(routed, deps, progress);
     return isDenial(checked) ? refuse(progress.reached, checked, res, deps) : forward(checked, res, deps);
   }
@@ -88,8 +118,22 @@ async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progres
   return isDenial(buffered) ? refuse(progress.reached, buffered, res, deps) : forward(buffered, res, deps);
 }
 
+/** One message to an MCP server: read, then checked as the capability it is (or answered here: the request_permission tool). */
+async function mcpCall(routed: CapabilityCall, res: ServerResponse, deps: Deps, progress: Progress): Promise<Finished> {
+  const read = await MCP_MESSAGE.run(routed, deps, progress);
+  if (isDenial(read)) return refuse(progress.reached, read, res, deps);
+  if (read.mcp.kind === 'request_permission') {
+    const answer = await answerPermissionTool(read, deps, progress);
+    if (isDenial(answer)) return refuse(progress.reached, answer, res, deps);
+    if (!res.destroyed) writeReply(res, answer, { 'x-request-id': read.requestId });
+    return { call: progress.reached, outcome: { kind: 'answered', status: answer.status } };
+  }
+  const checked = await (deps.egress ? MCP_EGRESS_AUTHORIZATION : MCP_AUTHORIZATION).run(read, deps, progress);
+  return isDenial(checked) ? refuse(progress.reached, checked, res, deps) : forward(checked, res, deps);
+}
+
 /** The call passed every check (or needs none): the onForward filters, then the app. */
-async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps: Deps): Promise<Finished> {
+async function forward(call: (CheckedCall & Partial<McpRead>) | PublicCall, res: ServerResponse, deps: Deps): Promise<Finished> {
   for (const filter of FILTERS) {
     // Most filters have no onForward, and the audit filter's is a promise only with strict durability: no await otherwise.
     const pending = filter.onForward?.(call, deps);
@@ -109,8 +153,12 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
     deps,
   );
   const { context } = deps.policy;
+  const mcp = checked?.mcp;
+  // An MCP answer is JSON-RPC: never wrapped; list answers are filtered to what the agent may call (and must arrive readable).
+  const rewrite = mcp && checked ? listRewrite(mcp, checked.verified.agent, deps) : undefined;
+  if (rewrite) dropHeader(headers, 'accept-encoding');
   const wrap =
-    checked && capability && context.constraintAware && context.envelope === 'all'
+    checked && capability && !mcp && context.constraintAware && context.envelope === 'all'
       ? { policy: deps.policy, capability, constraints: checked.grants[0].constraints }
       : undefined;
   const sent = performance.now();
@@ -123,6 +171,7 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
       requestId: call.requestId,
       permission: checked ? 'not_required' : undefined,
       wrap,
+      rewrite,
     },
     res,
   );
@@ -134,7 +183,10 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
 /** Writes the refusal (plain, or the envelope for a capability) and says how the call ended. */
 function refuse(call: Reached, denial: Denial, res: ServerResponse, deps: Deps): Finished {
   const capability = call.route?.kind === 'capability' ? call.route.capability.name : denial.capability;
-  const presented = presentDenial(deps.policy, capability, constraintsFor(call, capability, deps), denial);
+  const constraints = constraintsFor(call, capability, deps);
+  const presented =
+    (call.rpc && presentMcpDenial(deps.policy, { id: call.rpc.id, message: call.mcp }, capability, constraints, denial)) ??
+    presentDenial(deps.policy, capability, constraints, denial);
   writeDenial(res, denial, presented, { requestId: call.requestId, issuer: deps.policy.provider.issuer, closeConnection: !call.req.complete });
   return { call, outcome: { kind: 'refused', status: presented.status, denial } };
 }
@@ -164,6 +216,10 @@ function failed(err: unknown, res: ServerResponse, deps: Deps, call: Reached): F
     res.destroy();
     return { call, outcome: { kind: 'refused', status: statusOf('internal_error'), denial } };
   }
+}
+
+function dropHeader(headers: string[], name: string): void {
+  for (let i = headers.length - 2; i >= 0; i -= 2) if (headers[i]?.toLowerCase() === name) headers.splice(i, 2);
 }
 
 function isCapability(call: Routed): call is CapabilityCall {

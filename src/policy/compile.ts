@@ -10,6 +10,7 @@ import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/t
 import { keyOf, type PathPart } from './issues.js';
 import { PRESETS, type Preset } from '../egress/presets.js';
 import { ENDPOINTS } from '../endpoints/index.js';
+import { checkMcpConstraints, compileMcpServers, type RawMcpServer } from './mcp.js';
 import { grantKey, type Agent, type Capability, type Constraints, type Grant, type Host, type Policy, type Route } from './types.js';
 
 export interface RawPolicy {
@@ -37,6 +38,7 @@ export interface RawPolicy {
     };
   };
   capabilities?: Capability[];
+  mcp?: RawMcpServer[];
   public?: { method: string; path: string }[];
   agents?: { id: string; name: string; publicKey: Record<string, string> }[];
   hosts?: {
@@ -132,7 +134,7 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
   if (egress && !raw.preset) at(['mode'], 'egress mode needs a preset: openai or anthropic', true);
   if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
   if (egress && raw.capabilities?.length) at(['capabilities'], 'in egress mode the capabilities come from the preset; remove this list', true);
-  if (!egress && !raw.capabilities) at([], "capabilities is required (the app's named operations)");
+  if (!egress && !raw.capabilities && !raw.mcp) at([], "capabilities (the app's named operations) or mcp (its MCP servers) is required");
   // Egress: the preset's table is the capability list (variants are capabilities without a route of their own).
   preset?.routes.forEach((r) => {
     const cap: Capability = {
@@ -166,6 +168,7 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
     capabilities.set(c.name, c);
     addRoute(['capabilities', i], c.method, c.path, (template) => ({ kind: 'capability', method: c.method, template, capability: c }));
   });
+  compileMcpServers(raw.mcp ?? [], capabilities, addRoute, at);
   (raw.public ?? []).forEach((p, i) => {
     addRoute(['public', i], p.method, p.path, (template) => ({ kind: 'public', method: p.method, template }));
   });
@@ -323,4 +326,5 @@ function checkConstraints(constraints: Constraints, cap: Capability, path: PathP
     if (params.has(head) && head !== field) at(here, `"${head}" is a path parameter (a string); it has no nested fields`, true);
     if (rule.min !== undefined && rule.max !== undefined && rule.min > rule.max) at(here, `min (${rule.min}) is greater than max (${rule.max})`, true);
   }
+  checkMcpConstraints(constraints, cap, path, at);
 }

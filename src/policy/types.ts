@@ -1,5 +1,6 @@
 import type { KeyObject } from 'node:crypto';
 import type { Preset } from '../egress/presets.js';
+import type { UriTemplate } from '../mcp/uri-template.js';
 import type { PathTemplate } from '../routing/template.js';
 
 /** An Ed25519 public key, imported once when the policy loads. */
@@ -25,7 +26,37 @@ export interface Capability {
   maxBodyBytes?: number;
   /** multipart/form-data bodies (egress presets): forwarded unmodified, never constrained. */
   multipart?: boolean;
+  /** A capability of an MCP server (its session, or one tool, prompt or resource template): `path` is the server's endpoint. */
+  mcp?: McpTarget;
 }
+
+/** What an MCP capability names on its server (the `mcp:` section of the policy). */
+export interface McpTarget {
+  kind: 'session' | 'tool' | 'prompt' | 'resource';
+  /** The server's streamable HTTP endpoint. */
+  path: string;
+  /** The tool's or prompt's MCP name. */
+  name?: string;
+  /** The resource's URI template. */
+  uri?: string;
+}
+
+/**
+ * One MCP server behind the sidecar, compiled: the session capability, and
+ * the route each tool, prompt and resource template is checked as.
+ */
+export interface McpServer {
+  path: string;
+  session: Capability;
+  /** POST on the path as the session capability: what session messages are checked as. */
+  sessionRoute: McpRoute;
+  tools: ReadonlyMap<string, McpRoute>;
+  prompts: ReadonlyMap<string, McpRoute>;
+  resources: readonly { template: UriTemplate; route: McpRoute }[];
+}
+
+/** A capability route of an MCP server (POST on its path), what a message is checked as once its target is known. */
+export type McpRoute = Extract<Route, { kind: 'capability' }>;
 
 /** A capability route read as another capability when a header is present or a JSON body flag is true. */
 export interface CapabilityVariant {
@@ -74,7 +105,15 @@ export type EndpointName =
 export type EndpointAuth = 'agent' | 'host' | 'none' | 'optional_agent';
 
 export type Route =
-  | { kind: 'capability'; method: string; template: PathTemplate; capability: Capability; variants?: CapabilityVariant[] }
+  | {
+      kind: 'capability';
+      method: string;
+      template: PathTemplate;
+      capability: Capability;
+      variants?: CapabilityVariant[];
+      /** The path is an MCP server's endpoint: the capability is read from each JSON-RPC message. */
+      mcp?: McpServer;
+    }
   | { kind: 'public'; method: string; template: PathTemplate }
   | {
       kind: 'endpoint';

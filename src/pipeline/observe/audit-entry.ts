@@ -73,6 +73,8 @@ function baseEntry(call: Reached, status: number, nowMs: number): AuditEntry {
 
 /** What the agent passed: the JSON body when there is one, else path and query parameters. */
 function argumentsOf(call: Reached): unknown {
+  // An MCP message: the tool's or prompt's arguments, a resource's URI variables; session traffic has none.
+  if (call.mcp) return call.mcp.kind === 'resource' ? call.mcp.params : call.mcp.kind === 'session' ? null : call.mcp.arguments;
   const json = call.authorization?.json;
   // Strictly parsed from exactly these bytes: the entry can carry the bytes themselves.
   if (json !== undefined) return call.body ? new RawJson(json, call.body, call.authorization?.jsonKeys) : json;

@@ -1,0 +1,54 @@
+import { deny, isDenial, type Denial } from '../errors.js';
+import { jsonReply, type Reply } from '../http/respond.js';
+import { filterListResult, isListMethod } from '../mcp/lists.js';
+import type { McpMessage } from '../mcp/message.js';
+import { rpcResult } from '../mcp/present.js';
+import type { MessageRewrite } from '../mcp/rewrite.js';
+import type { Agent } from '../policy/types.js';
+import type { Progress } from './chain.js';
+import type { Deps } from './deps.js';
+import { serveEndpoint } from './endpoint.js';
+import type { EndpointRoute, McpCall } from './phases.js';
+
+/**
+ * A list request's answer, rewritten on its way back: the response to this
+ * request's id (in a JSON body or among the events of an SSE stream) keeps
+ * only what the agent holds active grants for. Other messages pass unchanged.
+ */
+export function listRewrite(mcp: McpMessage, agent: Pick<Agent, 'id' | 'grants'>, deps: Deps): MessageRewrite | undefined {
+  const { method, id } = mcp;
+  const server = mcp.route.mcp;
+  if (!isListMethod(method) || id === undefined || !server) return undefined;
+  return (message) => {
+    if (typeof message !== 'object' || message === null) return message;
+    const m = message as Record<string, unknown>;
+    if (m.id !== id || typeof m.result !== 'object' || m.result === null) return message;
+    const viewer = { agent, policy: deps.policy, nowMs: deps.now() };
+    return { ...m, result: filterListResult(method, m.result as Record<string, unknown>, server, viewer) };
+  };
+}
+
+/**
+ * The sidecar's own `request_permission` tool: its arguments {tool, arguments,
+ * reason, wait} become the request_permission endpoint's input, authenticated
+ * as that endpoint (a token with aud request_permission), and its answer is the
+ * tool's result. Nothing reaches the MCP server.
+ */
+export async function answerPermissionTool(read: McpCall, deps: Deps, progress: Progress): Promise<Reply | Denial> {
+  const { id } = read.mcp;
+  const server = read.route.mcp;
+  const input = read.mcp.arguments;
+  const tool = typeof input.tool === 'string' && server ? server.tools.get(input.tool) : undefined;
+  if (!tool) return deny('unknown_tool', `request_permission needs "tool", one of the tools at ${server?.path ?? 'this server'}`);
+  const route = deps.policy.routes.find((r): r is EndpointRoute => r.kind === 'endpoint' && r.endpoint === 'request_permission');
+  if (!route || id === undefined) return deny('not_found', 'request_permission is not configured');
+  const body = Buffer.from(JSON.stringify({ capability: tool.capability.name, args: input.arguments ?? {}, reason: input.reason }));
+  const call = { ...read, route, params: {}, body, respondAsync: input.wait === false };
+  progress.reached = call;
+  const reply = await serveEndpoint(call, deps, progress);
+  if (isDenial(reply)) return reply;
+  const json = 'json' in reply ? reply.json : reply.text;
+  const text = typeof json === 'string' ? json : JSON.stringify(json, null, 2);
+  const structured = typeof json === 'object' && json !== null && !Array.isArray(json) ? { structuredContent: json } : {};
+  return jsonReply(200, rpcResult(id, { content: [{ type: 'text', text }], ...structured, isError: reply.status >= 400 }));
+}

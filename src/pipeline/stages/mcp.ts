@@ -1,0 +1,43 @@
+import { deny, isDenial, type Denial } from '../../errors.js';
+import { checkJsonRepresentation } from '../../http/body.js';
+import { parseStrictJsonBytes, StrictJsonError } from '../../json/strict.js';
+import { readMessage } from '../../mcp/message.js';
+import type { Deps } from '../deps.js';
+import { advance, type Buffered, type CapabilityCall, type JsonRpcParsed, type McpRead } from '../phases.js';
+
+/**
+ * An MCP endpoint's POST body: one JSON-RPC message, read with the strict
+ * parser (duplicate keys, lone surrogates and the like refused: the server
+ * reads what was checked). The GET stream and DELETE carry none.
+ */
+export function parseJsonRpc<P extends CapabilityCall & Buffered>(call: P): (P & JsonRpcParsed) | Denial {
+  if (call.req.method !== 'POST') {
+    return call.body?.length ? deny('invalid_body', `${call.req.method} on an MCP endpoint carries no body`) : advance(call, { rpc: { json: undefined } });
+  }
+  if (!call.body?.length) return deny('invalid_body', 'a POST to an MCP endpoint carries one JSON-RPC message');
+  const media = checkJsonRepresentation(call.req.headers);
+  if (media) return media;
+  let json: unknown;
+  try {
+    json = parseStrictJsonBytes(call.body);
+  } catch (err) {
+    return deny('invalid_body', `the MCP message is not acceptable JSON: ${err instanceof StrictJsonError ? err.message : String(err)}`);
+  }
+  const id = typeof json === 'object' && json !== null ? (json as { id?: unknown }).id : undefined;
+  const answerable = typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id));
+  return advance(call, { rpc: answerable ? { id, json } : { json } });
+}
+
+/**
+ * What the message is checked as: the route becomes the tool's, prompt's or
+ * resource's capability (a resource's URI variables its parameters), or
+ * stays the session's. Anything the policy does not declare is refused here.
+ */
+export function readMcpMessage<P extends CapabilityCall & JsonRpcParsed>(call: P, deps: Deps): (P & McpRead) | Denial {
+  const server = call.route.mcp;
+  if (!server) return deny('internal_error', 'an MCP stage on a route without an MCP server');
+  if (call.req.method !== 'POST') return advance(call, { mcp: { kind: 'session' as const, arguments: {}, params: {}, route: call.route } });
+  const mcp = readMessage(server, call.rpc.json, deps.policy.accessRequests !== undefined);
+  if (isDenial(mcp)) return mcp;
+  return advance(call, { route: mcp.route, params: mcp.params, mcp });
+}
