@@ -97,6 +97,8 @@ class SseRewriter extends Transform {
   }
 
   private scan(chunk: Buffer): void {
+    // An empty write must not end the wait for the "\n" of a split "\r\n".
+    if (chunk.length === 0) return;
     let start = 0;
     if (this.afterCR) {
       this.afterCR = false;

@@ -154,6 +154,11 @@ describe('sseRewriter: lines and fields', () => {
     expect(out.join('')).toBe('data: {"id":1}\r\n\r\ndata: {"id":2}\r\n\r\n');
   });
 
+  it('still joins a "\\r\\n" split by an empty chunk', async () => {
+    const chunks = ['data: {"id":1}\r', '', '\n', '\r', '', '\n', 'data: {"id":2}\n\n'].map((c) => Buffer.from(c));
+    expect((await run(chunks, identity)).toString('utf8')).toBe('data: {"id":1}\r\n\r\ndata: {"id":2}\n\n');
+  });
+
   it('keeps comment-only events, retry and blank lines as sent', async () => {
     const input = ':\n\n: ping\n\nretry: 5000\n\n\n\n';
     expect(await text(input)).toBe(input);
