@@ -9,6 +9,7 @@ export {
   MAX_TOKEN_LIFETIME_SECONDS,
   type AgentSigner,
 } from './identity/client.js';
+export { createMcpFetch, type McpFetchOptions, type McpCapability } from './identity/mcp-fetch.js';
 export { generateAgentKeyPair, thumbprintOf, importAgentKey } from './identity/keys.js';
 export { loadPolicyFile, loadPolicyText } from './policy/load.js';
 export { PolicyError, formatIssue, type PolicyIssue } from './policy/issues.js';

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { writeSocketError } from '../http/respond.js';
 import type { Logger } from '../log.js';
 import { handleCall } from '../pipeline/pipeline.js';
@@ -27,7 +27,29 @@ export function dataServer(state: SidecarState, limits: Limits): Server {
   data.requestTimeout = limits.requestTimeoutMs;
   // Requests Node's parser refuses still get the JSON error shape.
   data.on('clientError', (err: NodeJS.ErrnoException, socket) => writeSocketError(socket, err));
+  trackUnused(data);
   return data;
+}
+
+/** Connections that have not sent a single byte yet, per server (closeServer ends them: no call is on them). */
+const UNUSED = new WeakMap<Server, Set<Socket>>();
+
+/**
+ * Node counts a connection that never sent a request as busy (it waits for
+ * headers), so closeIdleConnections leaves it open and a shutdown would wait
+ * the whole grace for it. Clients do open such connections: fetch (undici)
+ * when a request is aborted before it is written, seen with the MCP SDK
+ * client's close. Tracked here so closeServer can end them.
+ */
+function trackUnused(server: Server): void {
+  const unused = new Set<Socket>();
+  UNUSED.set(server, unused);
+  server.on('connection', (socket: Socket) => {
+    unused.add(socket);
+    const used = (): void => void unused.delete(socket);
+    socket.once('data', used);
+    socket.once('close', used);
+  });
 }
 
 /**
@@ -68,7 +90,11 @@ export function closeServer(server: Server, graceMs: number): Promise<boolean> {
       cut = true;
       server.closeAllConnections();
     }, graceMs);
-    const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_INTERVAL_MS);
+    const closeIdle = (): void => {
+      server.closeIdleConnections();
+      for (const socket of UNUSED.get(server) ?? []) socket.destroy();
+    };
+    const sweep = setInterval(closeIdle, IDLE_SWEEP_INTERVAL_MS);
     deadline.unref();
     sweep.unref();
     server.close(() => {
@@ -76,7 +102,7 @@ export function closeServer(server: Server, graceMs: number): Promise<boolean> {
       clearInterval(sweep);
       resolve(cut);
     });
-    server.closeIdleConnections();
+    closeIdle();
   });
 }
 

@@ -183,6 +183,8 @@ export async function connectMcpClient(url: string, opts: { fetch?: typeof fetch
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     ...(opts.fetch ? { fetch: opts.fetch } : {}),
     ...(opts.requestInit ? { requestInit: opts.requestInit } : {}),
+    // A closed client's GET stream ends; the SDK would reopen it a second later (and hold a stream open through the sidecar's shutdown).
+    reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
   });
   const client = new Client({ name: 'test-agent', version: '1.0.0' });
   await client.connect(transport);

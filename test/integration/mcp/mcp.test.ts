@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentSigner } from '../../../src/identity/client.js';
 import { startTestSidecar, testAgent, type TestAgent, type TestSidecar } from '../../support/fixture.js';
+import { ADMIN_TOKEN, startInbox, type Inbox } from '../../support/approvals.js';
+import { call } from '../../support/http.js';
 import { connectMcpClient, startMcpServer, type RunningMcpServer } from '../../support/mcp.js';
 
 /** Until the client helper lands: one fresh token per HTTP request, aud from the message. */
@@ -122,3 +124,83 @@ for (const responseMode of ['json', 'sse'] as const) {
     });
   });
 }
+
+const LOGS: string[] = [];
+describe('MCP in constraint-aware mode: refusals the model reads, request_permission as a tool', () => {
+  let server: RunningMcpServer;
+  let env: TestSidecar<{ url: string }>;
+  let inbox: Inbox;
+  beforeAll(async () => {
+    server = await startMcpServer({ responseMode: 'sse', outputSchemaTool: true });
+    inbox = await startInbox();
+    const agents = { bot: await testAgent('agent-billing-bot'), other: await testAgent('agent-other') };
+    const extra = `constraintAware: true\naccessRequests: { ttl: 1m, notifier: { webhook: { url: "${inbox.url}", retries: 0 } } }`;
+    env = await startTestSidecar({ app: { url: server.origin }, agents, policy: (a) => mcpPolicy(a, extra), adminToken: ADMIN_TOKEN, logLevel: 'debug', logs: LOGS });
+  });
+  afterAll(async () => {
+    await env?.close();
+    await server?.close();
+    await inbox?.close();
+  });
+  const admin = async (path: string, body: unknown) =>
+    call(env.adminUrl, { method: 'POST', path, body, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+
+  it('a refused tool call is the tool result: isError, the violations and guidance as text, the envelope in _meta', async () => {
+    const c = await connectMcpClient(`${env.url}/mcp`, { fetch: tokenFetch(env.bot.signer, audOf) });
+    try {
+      const { tools } = await c.client.listTools();
+      expect(tools.map((t) => t.name)).toContain('request_permission');
+      const before = server.received.length;
+      const result = await c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-1', amount: 500 } });
+      expect(server.received.length).toBe(before);
+      expect(result.isError).toBe(true);
+      const [guidance] = result.content as { type: string; text: string }[];
+      expect(guidance?.text).toContain('amount');
+      expect(guidance?.text).toContain('request_permission');
+      expect(result._meta?.['agents-chain/envelope']).toMatchObject({
+        success: false,
+        permission: 'constraint_violated',
+        capability: 'refund',
+        violations: [{ field: 'amount', constraint: 'max', expected: 100, actual: 500 }],
+      });
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('request_permission → a human approves with scope=value → the same call passes', async () => {
+    const c = await connectMcpClient(`${env.url}/mcp`, { fetch: tokenFetch(env.bot.signer, audOf) });
+    try {
+      const asked = await c.client.callTool({
+        name: 'request_permission',
+        arguments: { tool: 'refund', arguments: { invoice: 'inv-1', amount: 250 }, reason: 'The customer was double charged', wait: false },
+      });
+      expect(asked.isError).toBe(false);
+      const note = await inbox.nextRequest();
+      expect(note).toMatchObject({ agentId: env.bot.id, capability: 'refund', args: { invoice: 'inv-1', amount: 250 } });
+      expect((await admin(`/approvals/${note.requestId}/approve`, { code: note.code, scope: 'value' })).status).toBe(200);
+      const result = await c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-1', amount: 250 } });
+      expect(result.isError).toBeFalsy();
+      expect(result.content).toEqual([{ type: 'text', text: 'refunded 250 on inv-1' }]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a batch holding one bad call forwards nothing', async () => {
+    const before = server.received.length;
+    const batch = [
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'refund', arguments: { invoice: 'a', amount: 5 } } },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'refund', arguments: { invoice: 'a', amount: 5000 } } },
+    ];
+    const res = await fetch(`${env.url}/mcp`, {
+      method: 'POST',
+      body: JSON.stringify(batch),
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', authorization: `Bearer ${await env.bot.signer.sign('refund')}` },
+    });
+    const r = { status: res.status, json: (await res.json()) as unknown };
+    expect(r.status).toBe(400);
+    expect(r.json).toMatchObject({ error: 'batch_refused' });
+    expect(server.received.length).toBe(before);
+  });
+});

@@ -155,8 +155,15 @@ describe('sseRewriter: lines and fields', () => {
   });
 
   it('still joins a "\\r\\n" split by an empty chunk', async () => {
-    const chunks = ['data: {"id":1}\r', '', '\n', '\r', '', '\n', 'data: {"id":2}\n\n'].map((c) => Buffer.from(c));
-    expect((await run(chunks, identity)).toString('utf8')).toBe('data: {"id":1}\r\n\r\ndata: {"id":2}\n\n');
+    // Read as "\r" then a blank "\n", the event would end after "[1," and neither half would be JSON.
+    // Written directly: a non-object-mode Readable drops empty chunks, write() does not.
+    const rewriter = sseRewriter(identity);
+    const out: Buffer[] = [];
+    rewriter.on('data', (c: Buffer) => out.push(c));
+    for (const c of ['data: [1,\r', '', '\ndata: 2]\n\n']) rewriter.write(Buffer.from(c));
+    rewriter.end();
+    await new Promise((resolve) => rewriter.on('end', resolve));
+    expect(Buffer.concat(out).toString('utf8')).toBe('data: [1,2]\r\n\n');
   });
 
   it('keeps comment-only events, retry and blank lines as sent', async () => {
