@@ -10,7 +10,7 @@ export interface CheckedAs {
 /** How the sidecar runs: the agent token's header (stripped), and in egress the provider credential (added). */
 export interface HeaderRules {
   tokenHeader: string;
-  egress?: { credential: [name: string, value: string] };
+  egress?: { credential?: [name: string, value: string] };
 }
 
 /**
@@ -31,7 +31,8 @@ export function appRequestHeaders(
   return upstreamRequestHeaders(raw, {
     tokenHeader: checked && !egress ? rules.tokenHeader : undefined,
     credential: checked ? egress?.credential : undefined,
-    dropHost: egress !== undefined && !checked,
+    // Egress: the remote's own Host (undici sets it from the origin), checked or not.
+    dropHost: egress !== undefined,
     identity: checked && !egress ? checked : undefined,
     // The app's client address is the sidecar's peer (the caller's own headers for it are dropped); egress tells the provider nothing.
     clientAddress: egress ? undefined : o.clientAddress,

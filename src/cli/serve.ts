@@ -149,8 +149,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
 
   const adminProblem = adminStartupProblem({ adminToken, insecureNoToken: adminInsecureNoToken, approvals: Boolean(policy.accessRequests) });
   if (adminProblem) throw new UsageError(`refusing to start: ${adminProblem}`);
-  const upstream = upstreamFlag ?? policy.egress?.preset.baseUrl ?? required(undefined, '--upstream', USAGE);
-  const egress = policy.egress ? await egressOptions(v as Record<string, string | undefined>, env) : undefined;
+  const upstream = upstreamFlag ?? policy.egress?.preset?.baseUrl ?? required(undefined, '--upstream', USAGE);
+  const egress = policy.egress ? await egressOptions(v as Record<string, string | undefined>, env, policy.egress.preset !== undefined) : undefined;
   // Egress: whoever reaches the listener calls the provider as the agent, so it stays on loopback unless asked.
   const listen = v.listen ?? env.AGENTS_CHAIN_LISTEN ?? (egress ? '127.0.0.1:8080' : '0.0.0.0:8080');
   if (egress && !isLoopback(parseHostPort(listen, '--listen').host) && !v['egress-allow-remote']) {
@@ -270,13 +270,14 @@ async function redisOptions(v: Record<string, string | undefined>, env: NodeJS.P
   };
 }
 
-async function egressOptions(v: Record<string, string | undefined>, env: NodeJS.ProcessEnv) {
+async function egressOptions(v: Record<string, string | undefined>, env: NodeJS.ProcessEnv, providerKeyRequired: boolean) {
   const keyFile = v['agent-key'] ?? env.AGENTS_CHAIN_AGENT_KEY_FILE;
   const agentId = v.agent ?? env.AGENTS_CHAIN_AGENT;
   if (!keyFile || !agentId) throw new UsageError('egress mode needs --agent-key FILE and --agent ID (the agent whose calls this sidecar signs)');
   const providerFile = v['provider-key-file'];
   const providerKey = providerFile ? (await readFlagFile('--provider-key-file', providerFile)).trim() : env.AGENTS_CHAIN_PROVIDER_KEY;
-  if (!providerKey) throw new UsageError('egress mode needs the provider API key: AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file');
+  // A remote MCP server may need no key (or take the agent's own headers); a model provider always does.
+  if (!providerKey && providerKeyRequired) throw new UsageError('egress mode needs the provider API key: AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file');
   const keyText = await readFlagFile('--agent-key', keyFile);
   let agentKey: JWK;
   try {

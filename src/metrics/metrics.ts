@@ -104,6 +104,12 @@ export class SidecarMetrics {
     'Refused calls by capability and reason (the stable error code).',
     ['capability', 'reason'],
   );
+  readonly mcpDenials: Counter<'server' | 'tool' | 'reason'> = counter(
+    this.registry,
+    'agents_chain_mcp_denials_total',
+    'Refused MCP messages by server path, tool (prompt name, resource template; "(session)" for session traffic, "(undeclared)" for a name the policy does not declare, "(unread)" for a message refused before it was read) and reason.',
+    ['server', 'tool', 'reason'],
+  );
   readonly violations: Counter<'capability' | 'field'> = counter(
     this.registry,
     'agents_chain_constraint_violations_total',
@@ -315,9 +321,12 @@ export class SidecarMetrics {
     agentId?: string;
     totalSeconds?: number;
     upstreamSeconds?: number;
+    /** An MCP message: its server's path and what it named (bounded by the policy). */
+    mcp?: { server: string; tool: string };
   }): void {
     this.requests.inc({ capability: c.capability, decision: c.decision });
     if (c.reason) this.denials.inc({ capability: c.capability, reason: c.reason });
+    if (c.reason && c.mcp) this.mcpDenials.inc({ server: c.mcp.server, tool: c.mcp.tool, reason: c.reason });
     if (c.reason === 'replay_store_unavailable') this.replayStoreErrors.inc();
     for (const field of new Set(c.violatedFields)) this.violations.inc({ capability: c.capability, field });
     if (c.upstreamSeconds !== undefined) this.upstream.observe({ capability: c.capability }, c.upstreamSeconds);

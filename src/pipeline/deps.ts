@@ -31,5 +31,5 @@ export interface Deps {
   /** Agents registered by hosts (consulted while the policy lists hosts). */
   registered?: RegisteredAgents;
   /** Egress mode: the agent's signer and the provider credential header set on every checked call. */
-  egress?: { signer: AgentSigner; credential: [name: string, value: string] };
+  egress?: { signer: AgentSigner; credential?: [name: string, value: string] };
 }

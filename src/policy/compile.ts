@@ -82,7 +82,8 @@ export async function compile(raw: RawPolicy, file: string, text: string, at: At
     },
     accessRequests: accessRequestSettings(raw),
     provider: raw.provider,
-    ...(preset ? { egress: { preset, unmapped: raw.unmapped ?? 'pass' } } : {}),
+    // In front of a remote MCP server, a path that is not its endpoint is refused unless the policy says pass.
+    ...(raw.mode === 'egress' ? { egress: { ...(preset ? { preset } : {}), unmapped: raw.unmapped ?? (preset ? 'pass' : 'deny') } } : {}),
     capabilities,
     routes,
     agents,
@@ -131,7 +132,8 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
 
   const egress = raw.mode === 'egress';
   const preset = egress && raw.preset ? PRESETS[raw.preset] : undefined;
-  if (egress && !raw.preset) at(['mode'], 'egress mode needs a preset: openai or anthropic', true);
+  if (egress && !raw.preset && !raw.mcp) at(['mode'], 'egress mode needs a preset (openai or anthropic) or an mcp: section (a remote MCP server)', true);
+  if (egress && raw.preset && raw.mcp) at(['mcp'], 'egress mode guards one remote: a preset or an MCP server, not both', true);
   if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
   if (egress && raw.capabilities?.length) at(['capabilities'], 'in egress mode the capabilities come from the preset; remove this list', true);
   if (!egress && !raw.capabilities && !raw.mcp) at([], "capabilities (the app's named operations) or mcp (its MCP servers) is required");

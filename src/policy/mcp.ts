@@ -44,6 +44,11 @@ export function compileMcpServers(servers: readonly RawMcpServer[], capabilities
       at([...where, 'path'], template);
       return [];
     }
+    // One endpoint per server: clients (and the client helper's fetch) address it by its exact path.
+    if (template.segments.some((seg) => 'param' in seg)) {
+      at([...where, 'path'], 'an MCP endpoint is one fixed path (no {params})');
+      return [];
+    }
     const server = compileServer(raw, template, where, define, at);
     for (const method of MCP_HTTP_METHODS)
       addRoute(where, method, raw.path, (t) => ({ kind: 'capability', method, template: t, capability: server.session, mcp: server }));

@@ -176,8 +176,8 @@ export interface Policy {
   audit: { onAuditFailure: 'deny' | 'allow'; redact: RegExp[] };
   /** Present when request_permission is on (constraintAware and accessRequests both set). */
   accessRequests?: AccessRequestSettings;
-  /** Egress mode: the sidecar guards the agent's calls to a model provider. */
-  egress?: { preset: Preset; unmapped: 'pass' | 'deny' };
+  /** Egress mode: the sidecar guards the agent's calls to a model provider (a preset) or a remote MCP server (the mcp: section). */
+  egress?: { preset?: Preset; unmapped: 'pass' | 'deny' };
 }
 
 export function grantKey(agent: string, capability: string): string {

@@ -7,16 +7,21 @@ import type { SidecarOptions } from './options.js';
  * header; undefined in ingress mode. Every mistake is refused at startup, before a call is signed wrongly.
  */
 export async function egressIdentity(opts: SidecarOptions): Promise<Deps['egress']> {
-  const preset = opts.policy.egress?.preset;
-  if (!preset) return undefined;
+  if (!opts.policy.egress) return undefined;
+  const preset = opts.policy.egress.preset;
   if (!opts.egress)
     throw new Error(
-      `egress mode (${preset.name}) needs the agent's key (--agent-key, --agent) and the provider key (AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file)`,
+      preset
+        ? `egress mode (${preset.name}) needs the agent's key (--agent-key, --agent) and the provider key (AGENTS_CHAIN_PROVIDER_KEY or --provider-key-file)`
+        : "egress mode (an MCP server) needs the agent's key (--agent-key, --agent)",
     );
   const agent = opts.policy.agents.get(opts.egress.agentId);
   if (!agent) throw new Error(`--agent ${opts.egress.agentId} is not an agent in the policy`);
   const signer = await createAgentSigner(opts.egress.agentKey, agent.id);
   if (signer.thumbprint !== agent.thumbprint) throw new Error(`--agent-key is not the key the policy lists for ${agent.id}`);
-  if (!opts.egress.providerKey) throw new Error('the provider key is empty');
-  return { signer, credential: [preset.credential.header, `${preset.credential.prefix}${opts.egress.providerKey}`] };
+  const key = opts.egress.providerKey;
+  // A remote MCP server: its key, if it needs one, as a bearer token; without one the agent's own headers pass.
+  if (!preset) return key ? { signer, credential: ['authorization', `Bearer ${key}`] } : { signer };
+  if (!key) throw new Error('the provider key is empty');
+  return { signer, credential: [preset.credential.header, `${preset.credential.prefix}${key}`] };
 }

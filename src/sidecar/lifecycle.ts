@@ -74,11 +74,15 @@ export class PolicyReloader {
  * from at start (egress identity, access-request settings). A restart applies those.
  */
 export function reloadConflict(active: Policy, next: Policy): string | undefined {
-  if ((active.egress?.preset.name ?? 'ingress') !== (next.egress?.preset.name ?? 'ingress'))
-    return 'mode and preset cannot change on reload; restart the sidecar';
+  if (modeOf(active) !== modeOf(next)) return 'mode and preset cannot change on reload; restart the sidecar';
   if (JSON.stringify(active.accessRequests ?? null) !== JSON.stringify(next.accessRequests ?? null))
     return 'accessRequests settings cannot change on reload; restart the sidecar';
   return undefined;
+}
+
+/** ingress, egress in front of a preset's provider, or egress in front of an MCP server. */
+function modeOf(p: Policy): string {
+  return p.egress ? `egress:${p.egress.preset?.name ?? 'mcp'}` : 'ingress';
 }
 
 export interface ShutdownParts {

@@ -67,7 +67,8 @@ export interface SidecarOptions {
    */
   drainDelayMs?: number;
   /** Egress mode: the agent whose calls the sidecar signs (listed in the policy), and the provider's API key. */
-  egress?: { agentId: string; agentKey: JWK; providerKey: string };
+  /** providerKey: sent as the preset's credential header; in front of an MCP server, as Authorization: Bearer (optional there). */
+  egress?: { agentId: string; agentKey: JWK; providerKey?: string };
   /** The app's probes the admin listener runs on /app-health/<container>/<kind> (iptables capture mode). */
   appProbes?: AppProbes;
 }

@@ -21,5 +21,18 @@ export function callMetrics({ call, outcome, upstreamSeconds }: Finished, nowHr:
     agentId: call.verified?.agent.id,
     totalSeconds: kind === 'endpoint' ? undefined : (nowHr - call.startedHr) / 1000,
     upstreamSeconds,
+    mcp: mcpLabels(call, denial?.code),
   };
+}
+
+/** The MCP server and what the message named: a declared tool, prompt or resource template, the session, undeclared or unread. */
+function mcpLabels(call: Finished['call'], reason: string | undefined): { server: string; tool: string } | undefined {
+  const server = call.route?.kind === 'capability' ? call.route.mcp : undefined;
+  if (!server) return undefined;
+  const m = call.mcp;
+  // Refused before the message was read: a name the policy does not declare, or a message that could not be read at all.
+  if (!m) return { server: server.path, tool: reason === 'unknown_tool' ? '(undeclared)' : '(unread)' };
+  if (m.kind === 'session') return { server: server.path, tool: '(session)' };
+  if (m.kind === 'resource') return { server: server.path, tool: m.route.capability.mcp?.uri ?? '(undeclared)' };
+  return { server: server.path, tool: m.name ?? '(undeclared)' };
 }

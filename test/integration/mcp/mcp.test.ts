@@ -1,28 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentSigner } from '../../../src/identity/client.js';
+import { createMcpFetch } from '../../../src/index.js';
 import { startTestSidecar, testAgent, type TestAgent, type TestSidecar } from '../../support/fixture.js';
 import { ADMIN_TOKEN, startInbox, type Inbox } from '../../support/approvals.js';
 import { call } from '../../support/http.js';
 import { connectMcpClient, startMcpServer, type RunningMcpServer } from '../../support/mcp.js';
 
-/** Until the client helper lands: one fresh token per HTTP request, aud from the message. */
-function tokenFetch(signer: AgentSigner, audOf: (body: unknown) => string): typeof fetch {
-  return async (url, init) => {
-    const body = typeof init?.body === 'string' ? (JSON.parse(init.body) as unknown) : undefined;
-    const headers = new Headers(init?.headers);
-    headers.set('authorization', `Bearer ${await signer.sign(audOf(body))}`);
-    return fetch(url, { ...init, headers });
-  };
-}
-
-const TOOLS: Record<string, string> = { refund: 'refund', lookup_invoice: 'lookup', transfer: 'transfer', delete_everything: 'delete_everything' };
-function audOf(body: unknown): string {
-  const m = body as { method?: string; params?: { name?: string; uri?: string } } | undefined;
-  if (m?.method === 'tools/call') return m.params?.name === 'request_permission' ? 'request_permission' : (TOOLS[m.params?.name ?? ''] ?? m.params?.name ?? '');
-  if (m?.method === 'prompts/get') return m.params?.name ?? '';
-  if (m?.method === 'resources/read') return 'invoice.read';
-  return 'billing.mcp';
-}
+/** The official SDK client through the sidecar, one fresh token per HTTP request (the client helper's MCP fetch). */
+const connectAs = (env: TestSidecar<{ url: string }>, agent: TestAgent) =>
+  connectMcpClient(`${env.url}/mcp`, { fetch: createMcpFetch({ signer: agent.signer }) });
 
 function mcpPolicy(a: { bot: TestAgent; other: TestAgent }, extra = ''): string {
   const key = (t: TestAgent) => `{ kty: OKP, crv: Ed25519, x: "${t.keys.publicJwk.x}" }`;
@@ -67,10 +52,9 @@ for (const responseMode of ['json', 'sse'] as const) {
       await env?.close();
       await server?.close();
     });
-    const connect = (signer: AgentSigner) => connectMcpClient(`${env.url}/mcp`, { fetch: tokenFetch(signer, audOf) });
 
     it('lists only the tools the agent holds grants for, with their limits', async () => {
-      const c = await connect(env.bot.signer);
+      const c = await connectAs(env, env.bot);
       try {
         const { tools } = await c.client.listTools();
         expect(tools.map((t) => t.name).sort()).toEqual(['lookup_invoice', 'refund', 'transfer']);
@@ -81,7 +65,7 @@ for (const responseMode of ['json', 'sse'] as const) {
     });
 
     it('passes a call within the limits and refuses one beyond them, before the server', async () => {
-      const c = await connect(env.bot.signer);
+      const c = await connectAs(env, env.bot);
       try {
         const ok = await c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-1', amount: 50 } });
         expect(ok.content).toEqual([{ type: 'text', text: 'refunded 50 on inv-1' }]);
@@ -99,7 +83,7 @@ for (const responseMode of ['json', 'sse'] as const) {
     });
 
     it('checks nested arguments, prompts and resource URI variables', async () => {
-      const c = await connect(env.bot.signer);
+      const c = await connectAs(env, env.bot);
       try {
         await expect(c.client.callTool({ name: 'transfer', arguments: { amount: 1, account: { country: 'DE' } } })).resolves.toBeTruthy();
         await expect(c.client.callTool({ name: 'transfer', arguments: { amount: 1, account: { country: 'US' } } })).rejects.toMatchObject({ code: -32011 });
@@ -113,8 +97,13 @@ for (const responseMode of ['json', 'sse'] as const) {
       }
     });
 
+    it('one token for the whole session (requestInit.headers) fails at the second request: tokens are single use', async () => {
+      const token = await env.bot.signer.sign('billing.mcp');
+      await expect(connectMcpClient(`${env.url}/mcp`, { requestInit: { headers: { authorization: `Bearer ${token}` } } })).rejects.toThrow(/token_replayed/);
+    });
+
     it('an agent with only the session grant connects and sees no tools', async () => {
-      const c = await connect(env.other.signer);
+      const c = await connectAs(env, env.other);
       try {
         expect((await c.client.listTools()).tools).toEqual([]);
         await expect(c.client.callTool({ name: 'refund', arguments: { invoice: 'x', amount: 1 } })).rejects.toMatchObject({ code: -32010 });
@@ -135,18 +124,24 @@ describe('MCP in constraint-aware mode: refusals the model reads, request_permis
     inbox = await startInbox();
     const agents = { bot: await testAgent('agent-billing-bot'), other: await testAgent('agent-other') };
     const extra = `constraintAware: true\naccessRequests: { ttl: 1m, notifier: { webhook: { url: "${inbox.url}", retries: 0 } } }`;
-    env = await startTestSidecar({ app: { url: server.origin }, agents, policy: (a) => mcpPolicy(a, extra), adminToken: ADMIN_TOKEN, logLevel: 'debug', logs: LOGS });
+    env = await startTestSidecar({
+      app: { url: server.origin },
+      agents,
+      policy: (a) => mcpPolicy(a, extra),
+      adminToken: ADMIN_TOKEN,
+      logLevel: 'debug',
+      logs: LOGS,
+    });
   });
   afterAll(async () => {
     await env?.close();
     await server?.close();
     await inbox?.close();
   });
-  const admin = async (path: string, body: unknown) =>
-    call(env.adminUrl, { method: 'POST', path, body, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const admin = async (path: string, body: unknown) => call(env.adminUrl, { method: 'POST', path, body, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
 
   it('a refused tool call is the tool result: isError, the violations and guidance as text, the envelope in _meta', async () => {
-    const c = await connectMcpClient(`${env.url}/mcp`, { fetch: tokenFetch(env.bot.signer, audOf) });
+    const c = await connectAs(env, env.bot);
     try {
       const { tools } = await c.client.listTools();
       expect(tools.map((t) => t.name)).toContain('request_permission');
@@ -169,7 +164,7 @@ describe('MCP in constraint-aware mode: refusals the model reads, request_permis
   });
 
   it('request_permission → a human approves with scope=value → the same call passes', async () => {
-    const c = await connectMcpClient(`${env.url}/mcp`, { fetch: tokenFetch(env.bot.signer, audOf) });
+    const c = await connectAs(env, env.bot);
     try {
       const asked = await c.client.callTool({
         name: 'request_permission',
@@ -196,11 +191,58 @@ describe('MCP in constraint-aware mode: refusals the model reads, request_permis
     const res = await fetch(`${env.url}/mcp`, {
       method: 'POST',
       body: JSON.stringify(batch),
-      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', authorization: `Bearer ${await env.bot.signer.sign('refund')}` },
+      headers: {
+        accept: 'application/json, text/event-stream',
+        'content-type': 'application/json',
+        authorization: `Bearer ${await env.bot.signer.sign('refund')}`,
+      },
     });
     const r = { status: res.status, json: (await res.json()) as unknown };
     expect(r.status).toBe(400);
     expect(r.json).toMatchObject({ error: 'batch_refused' });
     expect(server.received.length).toBe(before);
+  });
+});
+
+describe('MCP egress: the sidecar signs each message as the agent, the client is unchanged', () => {
+  let server: RunningMcpServer;
+  let env: TestSidecar<{ url: string }>;
+  beforeAll(async () => {
+    server = await startMcpServer({ responseMode: 'sse' });
+    const agents = { bot: await testAgent('agent-billing-bot'), other: await testAgent('agent-other') };
+    env = await startTestSidecar({
+      app: { url: server.origin },
+      agents,
+      policy: (a) => mcpPolicy(a, 'mode: egress'),
+      egress: { agentId: agents.bot.id, agentKey: agents.bot.privateJwk },
+      logLevel: 'warn',
+    });
+  });
+  afterAll(async () => {
+    await env?.close();
+    await server?.close();
+  });
+
+  it('an SDK client with no token and no custom fetch: filtered list, a call within limits passes, one beyond them is refused', async () => {
+    const c = await connectMcpClient(`${env.url}/mcp`);
+    try {
+      expect((await c.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['lookup_invoice', 'refund', 'transfer']);
+      expect((await c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-1', amount: 50 } })).content).toEqual([
+        { type: 'text', text: 'refunded 50 on inv-1' },
+      ]);
+      const before = server.received.length;
+      await expect(c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-1', amount: 500 } })).rejects.toMatchObject({ code: -32011 });
+      expect(server.received.length).toBe(before);
+      // What the server saw carries no agent token (the sidecar's signature stays between it and itself).
+      expect(server.received.every((m) => m.headers.authorization === undefined)).toBe(true);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a path that is not the MCP endpoint is refused (unmapped: deny by default in front of an MCP server)', async () => {
+    const r = await call(env, { path: '/elsewhere' });
+    expect(r.status).toBe(404);
+    expect(r.json).toMatchObject({ error: 'unknown_route' });
   });
 });
