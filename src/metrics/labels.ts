@@ -17,7 +17,12 @@ export interface KnownLabels {
   constraintFields: [string, string][];
   /** Capabilities an access request can be made for (none when request_permission is off). */
   approvalCapabilities: string[];
+  /** [server path, tool] pairs of refused MCP messages: declared tools, prompts and resource templates, and the fixed labels. */
+  mcpTools: [string, string][];
 }
+
+/** The tool label of MCP session traffic, of a name the policy does not declare, and of a message refused before it was read. */
+export const MCP_FIXED_TOOLS = ['(session)', '(undeclared)', '(unread)'] as const;
 
 /** The label values the loaded policy makes known (see KnownLabels). Pure. */
 export function knownLabels(policy: Policy): KnownLabels {
@@ -32,7 +37,15 @@ export function knownLabels(policy: Policy): KnownLabels {
   };
   for (const grant of policy.grants.values()) addFields(grant.capability, grant.constraints);
   for (const host of policy.hosts.values()) for (const [capability, constraints] of host.defaults) addFields(capability, constraints);
+  const mcpTools: [string, string][] = [];
+  for (const route of policy.routes) {
+    const server = route.kind === 'capability' && route.method === 'POST' ? route.mcp : undefined;
+    if (!server) continue;
+    const names = [...MCP_FIXED_TOOLS, ...server.tools.keys(), ...server.prompts.keys(), ...server.resources.map((r) => r.template.source)];
+    for (const tool of names) mcpTools.push([server.path, tool]);
+  }
   return {
+    mcpTools,
     callCapabilities: [...callCapabilities],
     constraintFields: [...fields.values()],
     approvalCapabilities: policy.accessRequests ? [...policy.capabilities.keys()] : [],

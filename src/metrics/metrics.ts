@@ -280,6 +280,7 @@ export class SidecarMetrics {
       for (const reason of codes) this.denials.inc({ capability, reason }, 0);
     }
     for (const [capability, field] of known.constraintFields) this.violations.inc({ capability, field }, 0);
+    for (const [server, tool] of known.mcpTools) for (const reason of codes) this.mcpDenials.inc({ server, tool, reason }, 0);
     for (const capability of known.approvalCapabilities) {
       this.accessRequestsCreated.inc({ capability }, 0);
       for (const outcome of RESOLUTIONS) this.accessRequestsResolved.inc({ capability, outcome }, 0);

@@ -130,13 +130,7 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
     }));
   }
 
-  const egress = raw.mode === 'egress';
-  const preset = egress && raw.preset ? PRESETS[raw.preset] : undefined;
-  if (egress && !raw.preset && !raw.mcp) at(['mode'], 'egress mode needs a preset (openai or anthropic) or an mcp: section (a remote MCP server)', true);
-  if (egress && raw.preset && raw.mcp) at(['mcp'], 'egress mode guards one remote: a preset or an MCP server, not both', true);
-  if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
-  if (egress && raw.capabilities?.length) at(['capabilities'], 'in egress mode the capabilities come from the preset; remove this list', true);
-  if (!egress && !raw.capabilities && !raw.mcp) at([], "capabilities (the app's named operations) or mcp (its MCP servers) is required");
+  const preset = checkMode(raw, at);
   // Egress: the preset's table is the capability list (variants are capabilities without a route of their own).
   preset?.routes.forEach((r) => {
     const cap: Capability = {
@@ -175,6 +169,17 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
     addRoute(['public', i], p.method, p.path, (template) => ({ kind: 'public', method: p.method, template }));
   });
   return { capabilities, routes, preset };
+}
+
+/** What mode and preset a policy runs in, and whether its other sections fit them. */
+function checkMode(raw: RawPolicy, at: At): Preset | undefined {
+  const egress = raw.mode === 'egress';
+  if (egress && !raw.preset && !raw.mcp) at(['mode'], 'egress mode needs a preset (openai or anthropic) or an mcp: section (a remote MCP server)', true);
+  if (egress && raw.preset && raw.mcp) at(['mcp'], 'egress mode guards one remote: a preset or an MCP server, not both', true);
+  if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
+  if (egress && raw.capabilities?.length) at(['capabilities'], 'in egress mode the capabilities come from the preset (or the mcp: section); remove this list', true);
+  if (!egress && !raw.capabilities && !raw.mcp) at([], "capabilities (the app's named operations) or mcp (its MCP servers) is required");
+  return egress && raw.preset ? PRESETS[raw.preset] : undefined;
 }
 
 async function compileAgents(raw: RawPolicy, at: At): Promise<{ agents: Map<string, Agent>; byThumbprint: Map<string, string> }> {
