@@ -2,6 +2,7 @@ import type { Executor } from '../approvals/service.js';
 import type { AccessRequest } from '../approvals/types.js';
 import { denialBody, isDenial, statusOf, deny, type Denial } from '../errors.js';
 import { parseStrictJsonBytes } from '../json/strict.js';
+import { jsonRpcResponse } from '../mcp/answer.js';
 import { readMessage } from '../mcp/message.js';
 import type { Agent, McpServer, Policy, Route } from '../policy/types.js';
 import type { RegisteredAgents } from '../registration/directory.js';
@@ -49,6 +50,10 @@ export function approvalExecutor(deps: ExecutorDeps): Executor {
       maxBytes: deps.limits.maxBodyBytes,
     });
     const type = String(answer.headers['content-type'] ?? '');
+    // An MCP server answers JSON-RPC, maybe as a stream: the result (or error) of the approved message is the outcome.
+    const mcpId = deps.policy().capabilities.get(r.capability)?.mcp ? mcpMessageId(body) : undefined;
+    const response = mcpId !== undefined ? jsonRpcResponse(type, answer.body.toString('utf8'), mcpId) : undefined;
+    if (response) return { status: answer.status, contentType: 'application/json', body: 'result' in response ? response.result : { error: response.error } };
     let parsed: unknown = answer.body.toString('utf8');
     if (/json/i.test(type)) {
       try {
@@ -59,6 +64,17 @@ export function approvalExecutor(deps: ExecutorDeps): Executor {
     }
     return { status: answer.status, contentType: type || undefined, body: parsed };
   };
+}
+
+/** The id of an approved MCP message (planned calls to an MCP server are JSON-RPC requests); undefined for any other call. */
+function mcpMessageId(body: Buffer | undefined): string | number | undefined {
+  if (!body) return undefined;
+  try {
+    const m = JSON.parse(body.toString('utf8')) as { jsonrpc?: unknown; id?: unknown };
+    return m.jsonrpc === '2.0' && (typeof m.id === 'string' || typeof m.id === 'number') ? m.id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function mcpMatch(server: McpServer, body: Buffer | undefined): { route: Route; params: Record<string, string>; arguments: Record<string, unknown> } | Denial {

@@ -51,13 +51,13 @@ export function presentMcpDenial(
   const code = RPC_ERROR[denial.code];
   if (rpc.id === undefined || code === undefined) return undefined;
   const tool = rpc.message?.kind === 'tool' || rpc.message?.kind === 'request_permission' ? rpc.message.name : undefined;
-  if (policy.context.constraintAware && tool !== undefined && capability !== undefined) {
-    const ctx = {
-      capability,
-      activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
-      requestPermission: policy.accessRequests !== undefined,
-      mcpTool: tool,
-    };
+  const ctx = capability && {
+    capability,
+    activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
+    requestPermission: policy.accessRequests !== undefined,
+    ...(tool !== undefined ? { mcpTool: tool } : {}),
+  };
+  if (policy.context.constraintAware && tool !== undefined && ctx) {
     const envelope = denialEnvelope(denial, ctx);
     const content = [
       { type: 'text', text: guidanceFor(denial, ctx) },
@@ -65,7 +65,8 @@ export function presentMcpDenial(
     ];
     return { status: 200, body: rpcResult(rpc.id, { content, isError: true, _meta: { [ENVELOPE_META_KEY]: envelope } }) };
   }
-  const data = denialBody(denial);
+  // Constraint-aware: the envelope (guidance included) as the error's data, for prompts, resources and session requests too.
+  const data = policy.context.constraintAware && ctx ? denialEnvelope(denial, ctx) : denialBody(denial);
   return { status: 200, body: { jsonrpc: '2.0', id: rpc.id, error: { code, message: `${denial.code}: ${denial.message}`, data } } };
 }
 

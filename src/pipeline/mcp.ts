@@ -48,7 +48,21 @@ export async function answerPermissionTool(read: McpCall, deps: Deps, progress: 
   const reply = await serveEndpoint(call, deps, progress);
   if (isDenial(reply)) return reply;
   const json = 'json' in reply ? reply.json : reply.text;
+  // Approved once and run: the tool's own result is the answer (the grant under _meta), as if the call had passed.
+  const ran = approvedToolResult(json);
+  if (ran) return jsonReply(200, rpcResult(id, ran));
   const text = typeof json === 'string' ? json : JSON.stringify(json, null, 2);
   const structured = typeof json === 'object' && json !== null && !Array.isArray(json) ? { structuredContent: json } : {};
   return jsonReply(200, rpcResult(id, { content: [{ type: 'text', text }], ...structured, isError: reply.status >= 400 }));
+}
+
+/** The executed tool's result inside an approved request_permission answer (`result` holding MCP content), or undefined. */
+function approvedToolResult(json: unknown): Record<string, unknown> | undefined {
+  if (typeof json !== 'object' || json === null) return undefined;
+  const r = json as { permission?: unknown; result?: unknown; grant?: unknown };
+  if (r.permission !== 'approved' || typeof r.result !== 'object' || r.result === null || !Array.isArray((r.result as { content?: unknown }).content))
+    return undefined;
+  const result = r.result as Record<string, unknown>;
+  const meta = typeof result._meta === 'object' && result._meta !== null ? result._meta : {};
+  return { ...result, _meta: { ...meta, 'agents-chain/grant': r.grant } };
 }

@@ -182,6 +182,31 @@ describe('MCP in constraint-aware mode: refusals the model reads, request_permis
     }
   });
 
+  it("request_permission held open → a human approves once → the approved call runs in the agent's session and is the tool result", async () => {
+    const c = await connectAs(env, env.bot);
+    try {
+      const before = server.received.filter((m) => m.method === 'tools/call').length;
+      const asked = c.client.callTool({
+        name: 'request_permission',
+        arguments: { tool: 'refund', arguments: { invoice: 'inv-7', amount: 300 }, reason: 'Goodwill refund the manager asked for' },
+      });
+      const note = await inbox.nextRequest();
+      expect(server.received.filter((m) => m.method === 'tools/call').length).toBe(before); // nothing runs before a human decides
+      expect((await admin(`/approvals/${note.requestId}/approve`, { code: note.code, scope: 'once' })).status).toBe(200);
+      const result = await asked;
+      expect(result.isError).toBeFalsy();
+      expect(result.content).toEqual([{ type: 'text', text: 'refunded 300 on inv-7' }]);
+      expect(result._meta?.['agents-chain/grant']).toMatchObject({ requestId: note.requestId, scope: 'once' });
+      const ran = server.received.filter((m) => m.method === 'tools/call').at(-1);
+      expect(ran?.params).toEqual({ name: 'refund', arguments: { invoice: 'inv-7', amount: 300 } });
+      expect(ran?.headers['mcp-session-id']).toBeTruthy();
+      // Once: the same call again is refused again.
+      expect((await c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-7', amount: 300 } })).isError).toBe(true);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('a batch holding one bad call forwards nothing', async () => {
     const before = server.received.length;
     const batch = [

@@ -128,7 +128,8 @@ describe('readMessage: the envelope', () => {
 
   it('refuses params that are not an object, for every kind of method', () => {
     for (const method of ['ping', 'tools/list', 'notifications/initialized', 'tools/call', 'resources/read', 'nope/nope']) {
-      for (const params of [[], ['refund'], 'x', 1, null, false]) expect(codeOf(rpc({ id: 1, method, params })), `${method} ${JSON.stringify(params)}`).toBe('invalid_body');
+      for (const params of [[], ['refund'], 'x', 1, null, false])
+        expect(codeOf(rpc({ id: 1, method, params })), `${method} ${JSON.stringify(params)}`).toBe('invalid_body');
     }
   });
 
@@ -201,7 +202,11 @@ describe('readMessage: tools and prompts', () => {
   });
 
   it('request_permission is the sidecar tool (session route) only when access requests are on', () => {
-    const json = rpc({ id: 9, method: 'tools/call', params: { name: PERMISSION_TOOL, arguments: { tool: 'refund', arguments: { amount: 500 }, reason: 'r' } } });
+    const json = rpc({
+      id: 9,
+      method: 'tools/call',
+      params: { name: PERMISSION_TOOL, arguments: { tool: 'refund', arguments: { amount: 500 }, reason: 'r' } },
+    });
     const m = accepted(json, true);
     expect(m).toMatchObject({ kind: 'request_permission', name: 'request_permission', id: 9, arguments: { tool: 'refund', reason: 'r' } });
     expect(m.route).toBe(server.sessionRoute);
