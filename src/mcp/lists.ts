@@ -2,8 +2,7 @@ import { describeRule } from '../context/describe.js';
 import { isDenial } from '../errors.js';
 import { activeGrants } from '../pipeline/authorize.js';
 import type { Agent, Constraints, McpRoute, McpServer, Policy } from '../policy/types.js';
-import { PERMISSION_TOOL } from './message.js';
-import { matchUriTemplate } from './uri-template.js';
+import { findResource, PERMISSION_TOOL } from './message.js';
 
 /** The list methods whose answers are cut to what the calling agent may use. */
 export const LIST_METHODS = ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list'] as const;
@@ -72,9 +71,11 @@ export function filterListResult(method: ListMethod, result: Record<string, unkn
     case 'resources/list':
       return {
         ...result,
-        resources: entries('resources').filter(
-          (r) => typeof r.uri === 'string' && granted(server.resources.find((d) => matchUriTemplate(d.template, r.uri as string))?.route),
-        ),
+        resources: entries('resources').filter((r) => {
+          // Exactly what a resources/read of it would be checked as (an encoded one would be refused).
+          const found = typeof r.uri === 'string' ? findResource(server, r.uri) : undefined;
+          return typeof found === 'object' && granted(found.route) !== undefined;
+        }),
       };
   }
 }

@@ -91,7 +91,7 @@ type Base = Pick<McpMessage, 'id' | 'method' | 'arguments' | 'params'>;
 function named(server: McpServer, method: string, params: Record<string, unknown>, base: Base, permissionTool: boolean): McpMessage | Denial {
   const name = params.name;
   if (typeof name !== 'string') return deny('invalid_body', `${method} needs "params.name", a string`);
-  const args = params.arguments ?? {};
+  const args = params.arguments === undefined ? {} : params.arguments;
   if (typeof args !== 'object' || args === null || Array.isArray(args)) return deny('invalid_body', '"params.arguments" must be an object');
   const tool = method === 'tools/call';
   if (tool && name === PERMISSION_TOOL && permissionTool) {
@@ -105,12 +105,22 @@ function named(server: McpServer, method: string, params: Record<string, unknown
 function resource(server: McpServer, params: Record<string, unknown>, base: Base): McpMessage | Denial {
   const uri = params.uri;
   if (typeof uri !== 'string') return deny('invalid_body', `${base.method} needs "params.uri", a string`);
+  const found = findResource(server, uri);
+  if (found === 'encoded') return deny('invalid_body', `"${uri}": percent-encoded characters are not accepted in resource URIs`);
+  if (!found) return deny('unknown_tool', `no resource matching "${uri}" is available at ${server.path}`);
+  return { ...base, kind: 'resource', name: uri, params: found.vars, route: found.route };
+}
+
+/**
+ * The first template (in policy order) a URI matches, and its variables. A
+ * value holding "%" is 'encoded': undecoded, as the SDK hands it to the
+ * server, but a server that decoded "%41" would read what was never checked.
+ */
+export function findResource(server: McpServer, uri: string): { route: McpRoute; vars: Record<string, string> } | 'encoded' | undefined {
   for (const { template, route } of server.resources) {
     const vars = matchUriTemplate(template, uri);
     if (!vars) continue;
-    // Undecoded, as the SDK hands it to the server; a server that decoded "%41" would read what was never checked.
-    if (Object.values(vars).some((v) => v.includes('%'))) return deny('invalid_body', `"${uri}": percent-encoded characters are not accepted in resource URIs`);
-    return { ...base, kind: 'resource', name: uri, params: vars, route };
+    return Object.values(vars).some((v) => v.includes('%')) ? 'encoded' : { route, vars };
   }
-  return deny('unknown_tool', `no resource matching "${uri}" is available at ${server.path}`);
+  return undefined;
 }

@@ -10,46 +10,12 @@ import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/t
 import { keyOf, type PathPart } from './issues.js';
 import { PRESETS, type Preset } from '../egress/presets.js';
 import { ENDPOINTS } from '../endpoints/index.js';
-import { checkMcpConstraints, compileMcpServers, type RawMcpServer } from './mcp.js';
+import { checkMcpConstraints, compileMcpServers } from './mcp.js';
+import type { RawPolicy } from './raw.js';
+import { RESERVED_AUDIENCES, reservedName } from './reserved.js';
 import { grantKey, type Agent, type Capability, type Constraints, type Grant, type Host, type Policy, type Route } from './types.js';
 
-export interface RawPolicy {
-  mode?: 'ingress' | 'egress';
-  preset?: Preset['name'];
-  unmapped?: 'pass' | 'deny';
-  provider: Policy['provider'];
-  constraintAware?: boolean;
-  audit?: { onAuditFailure?: 'deny' | 'allow'; redact?: string[] };
-  violationStatus?: number;
-  envelope?: 'errors' | 'all';
-  accessRequests?: {
-    ttl?: number | string;
-    valueApprovalTtl?: number | string;
-    maxPending?: number;
-    notifier?: {
-      webhook?: {
-        url?: string;
-        urlEnv?: string;
-        format?: 'json' | 'slack';
-        headers?: Record<string, string>;
-        headersEnv?: Record<string, string>;
-        retries?: number;
-      };
-    };
-  };
-  capabilities?: Capability[];
-  mcp?: RawMcpServer[];
-  public?: { method: string; path: string }[];
-  agents?: { id: string; name: string; publicKey: Record<string, string> }[];
-  hosts?: {
-    id: string;
-    name: string;
-    publicKey: Record<string, string>;
-    defaultCapabilities?: (string | { capability: string; constraints?: Constraints })[];
-    maxAgents?: number;
-  }[];
-  grants?: { agent: string; capability: string; status: 'active' | 'revoked'; expiresAt?: string; constraints?: Constraints }[];
-}
+export type { RawPolicy } from './raw.js';
 
 export type At = (path: PathPart[], message: string, asKey?: boolean) => void;
 
@@ -161,6 +127,7 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
   });
   (raw.capabilities ?? []).forEach((c, i) => {
     if (capabilities.has(c.name)) return at(['capabilities', i, 'name'], `duplicate capability name "${c.name}"`);
+    if (RESERVED_AUDIENCES.has(c.name)) return at(['capabilities', i, 'name'], reservedName(c.name));
     capabilities.set(c.name, c);
     addRoute(['capabilities', i], c.method, c.path, (template) => ({ kind: 'capability', method: c.method, template, capability: c }));
   });
@@ -177,7 +144,8 @@ function checkMode(raw: RawPolicy, at: At): Preset | undefined {
   if (egress && !raw.preset && !raw.mcp) at(['mode'], 'egress mode needs a preset (openai or anthropic) or an mcp: section (a remote MCP server)', true);
   if (egress && raw.preset && raw.mcp) at(['mcp'], 'egress mode guards one remote: a preset or an MCP server, not both', true);
   if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
-  if (egress && raw.capabilities?.length) at(['capabilities'], 'in egress mode the capabilities come from the preset (or the mcp: section); remove this list', true);
+  if (egress && raw.capabilities?.length)
+    at(['capabilities'], 'in egress mode the capabilities come from the preset (or the mcp: section); remove this list', true);
   if (!egress && !raw.capabilities && !raw.mcp) at([], "capabilities (the app's named operations) or mcp (its MCP servers) is required");
   return egress && raw.preset ? PRESETS[raw.preset] : undefined;
 }

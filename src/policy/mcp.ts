@@ -7,6 +7,7 @@
 import { parseUriTemplate, type UriTemplate } from '../mcp/uri-template.js';
 import { parseTemplate, type PathTemplate } from '../routing/template.js';
 import type { PathPart } from './issues.js';
+import { RESERVED_AUDIENCES, reservedName } from './reserved.js';
 import { PERMISSION_TOOL } from '../mcp/message.js';
 import type { Capability, Constraints, McpRoute, McpServer, McpTarget, Route } from './types.js';
 
@@ -30,8 +31,8 @@ const CAPABILITY_NAME = /^[A-Za-z][A-Za-z0-9_.:-]{0,127}$/;
 
 export function compileMcpServers(servers: readonly RawMcpServer[], capabilities: Map<string, Capability>, addRoute: AddRoute, at: At): McpServer[] {
   const define = (path: PathPart[], cap: Capability): boolean => {
-    if (capabilities.has(cap.name)) {
-      at(path, `duplicate capability name "${cap.name}"`);
+    if (capabilities.has(cap.name) || RESERVED_AUDIENCES.has(cap.name)) {
+      at(path, capabilities.has(cap.name) ? `duplicate capability name "${cap.name}"` : reservedName(cap.name));
       return false;
     }
     capabilities.set(cap.name, cap);

@@ -25,6 +25,7 @@ const RUN_PAGES: { page: string; cwd: 'checkout' | 'scratch' }[] = [
   { page: 'docs/getting-started.md', cwd: 'scratch' },
   { page: 'docs/guides/registration.md', cwd: 'checkout' },
   { page: 'docs/guides/approvals.md', cwd: 'checkout' },
+  { page: 'docs/guides/mcp.md', cwd: 'checkout' },
 ];
 
 const tmp = mkdtempSync(join(tmpdir(), 'agents-chain-docs-'));
@@ -134,6 +135,11 @@ describe('the command blocks of the docs run as written', () => {
     expect(ran).toBeGreaterThanOrEqual(11);
     expect(skipped.length).toBeLessThanOrEqual(2);
   }, 60_000);
+
+  it('docs/guides/mcp.md: an MCP server behind the sidecar, the SDK client with createMcpFetch, refusals, request_permission', async () => {
+    const { ran } = await runPage('docs/guides/mcp.md', 'checkout');
+    expect(ran).toBeGreaterThanOrEqual(12);
+  }, 90_000);
 });
 
 function markdownFiles(): string[] {

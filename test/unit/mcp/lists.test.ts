@@ -72,7 +72,8 @@ function filter(method: ListMethod, result: Record<string, unknown>, opts: { pol
 }
 const tool = (name: string, description?: string) => ({ name, ...(description ? { description } : {}), inputSchema: { type: 'object' } });
 const ALL_TOOLS = ['refund', 'lookup_invoice', 'transfer', 'delete_everything', 'archive', 'soon', 'invoice_total', 'lookup'].map((n) => tool(n, `${n} it`));
-const names = (r: Record<string, unknown>, key = 'tools') => (r[key] as { name?: string; uri?: string; uriTemplate?: string }[]).map((e) => e.name ?? e.uri ?? e.uriTemplate);
+const names = (r: Record<string, unknown>, key = 'tools') =>
+  (r[key] as { name?: string; uri?: string; uriTemplate?: string }[]).map((e) => e.name ?? e.uri ?? e.uriTemplate);
 
 describe('filterListResult: tools/list', () => {
   it('keeps only tools with an active, unexpired grant (not ungranted, undeclared, revoked or expired ones)', () => {
@@ -98,7 +99,11 @@ describe('filterListResult: tools/list', () => {
   });
 
   it('keeps the other members of the result and of each tool; does not change its input', () => {
-    const input = { tools: [{ ...tool('refund', 'x'), annotations: { destructiveHint: true }, outputSchema: { type: 'object' } }], nextCursor: 'c2', _meta: { a: 1 } };
+    const input = {
+      tools: [{ ...tool('refund', 'x'), annotations: { destructiveHint: true }, outputSchema: { type: 'object' } }],
+      nextCursor: 'c2',
+      _meta: { a: 1 },
+    };
     const copy = structuredClone(input);
     const r = filter('tools/list', input);
     expect(r).toMatchObject({ nextCursor: 'c2', _meta: { a: 1 } });
@@ -140,14 +145,22 @@ describe('filterListResult: request_permission', () => {
 
 describe('filterListResult: prompts and resources', () => {
   it('prompts/list keeps granted prompts only', () => {
-    const r = filter('prompts/list', { prompts: [{ name: 'summarize', arguments: [{ name: 'invoice' }] }, { name: 'secret_prompt' }, { name: 'refund' }, 'x'], nextCursor: 'n' });
+    const r = filter('prompts/list', {
+      prompts: [{ name: 'summarize', arguments: [{ name: 'invoice' }] }, { name: 'secret_prompt' }, { name: 'refund' }, 'x'],
+      nextCursor: 'n',
+    });
     expect(r).toEqual({ prompts: [{ name: 'summarize', arguments: [{ name: 'invoice' }] }], nextCursor: 'n' });
     expect(filter('prompts/list', { prompts: null }).prompts).toEqual([]);
   });
 
   it('resources/templates/list keeps the templates declared (exact text) and granted', () => {
     const r = filter('resources/templates/list', {
-      resourceTemplates: [{ uriTemplate: 'invoice://{id}', name: 'inv' }, { uriTemplate: 'doc://{any}' }, { uriTemplate: 'invoice://{ID}' }, { uriTemplate: 'x://{id}' }],
+      resourceTemplates: [
+        { uriTemplate: 'invoice://{id}', name: 'inv' },
+        { uriTemplate: 'doc://{any}' },
+        { uriTemplate: 'invoice://{ID}' },
+        { uriTemplate: 'x://{id}' },
+      ],
     });
     expect(names(r, 'resourceTemplates')).toEqual(['inv']);
     expect(filter('resources/templates/list', {}).resourceTemplates).toEqual([]);
@@ -176,7 +189,9 @@ describe('filterListResult: prompts and resources', () => {
 
 describe('filterListResult: a registered agent', () => {
   it("reads the agent's own grants, not the policy's", () => {
-    const grants = new Map([[grantKey('bot', 'lookup'), { agent: 'bot', capability: 'lookup', status: 'active' as const, constraints: { id: { exact: 'a' } } }]]);
+    const grants = new Map([
+      [grantKey('bot', 'lookup'), { agent: 'bot', capability: 'lookup', status: 'active' as const, constraints: { id: { exact: 'a' } } }],
+    ]);
     const viewer: ListViewer = { agent: { id: 'bot', grants }, policy: plain, nowMs: NOW };
     const r = filterListResult('tools/list', { tools: [tool('refund'), tool('lookup_invoice')] }, serverOf(plain), viewer);
     expect(r.tools).toEqual([{ ...tool('lookup_invoice'), description: 'Your limits for this tool (enforced): id must be exactly "a".' }]);

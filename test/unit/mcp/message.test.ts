@@ -181,7 +181,7 @@ describe('readMessage: tools and prompts', () => {
     }
   });
 
-  // JSON null is not an object either; the SDK's server schema refuses it too. (Fails today: `?? {}` reads null as {}.)
+  // JSON null is not an object either; the SDK's server schema refuses it too.
   it('arguments: null is refused like any other non-object', () => {
     expect(codeOf(rpc({ id: 1, method: 'tools/call', params: { name: 'refund', arguments: null } }))).toBe('invalid_body');
   });

@@ -51,7 +51,10 @@ describe('presentMcpDenial: JSON-RPC errors', () => {
   it.each(CODES)('%s -> HTTP 200, JSON-RPC error %i, the denial body as data', (code, rpcCode) => {
     const d = deny(code, 'why');
     const p = presentMcpDenial(plain, { id: 'r-1', message: undefined }, 'refund', undefined, d);
-    expect(p).toEqual({ status: 200, body: { jsonrpc: '2.0', id: 'r-1', error: { code: rpcCode, message: `${code}: why`, data: { error: code, message: 'why' } } } });
+    expect(p).toEqual({
+      status: 200,
+      body: { jsonrpc: '2.0', id: 'r-1', error: { code: rpcCode, message: `${code}: why`, data: { error: code, message: 'why' } } },
+    });
   });
 
   it('keeps the id as sent (0, a string) and the violations in data', () => {
@@ -59,9 +62,11 @@ describe('presentMcpDenial: JSON-RPC errors', () => {
     expect(p?.body).toMatchObject({ id: 0, error: { code: -32011, data: { error: 'constraint_violated', violations: violation.violations } } });
   });
 
-  it('merges a denial\'s extra body members into data', () => {
+  it("merges a denial's extra body members into data", () => {
     const d: Denial = { ...deny('not_found', 'no such request'), extra: { body: { status_url: '/x' } } };
-    expect(presentMcpDenial(plain, { id: 1, message: undefined }, undefined, undefined, d)?.body).toMatchObject({ error: { data: { error: 'not_found', status_url: '/x' } } });
+    expect(presentMcpDenial(plain, { id: 1, message: undefined }, undefined, undefined, d)?.body).toMatchObject({
+      error: { data: { error: 'not_found', status_url: '/x' } },
+    });
   });
 
   it('answers nothing (an HTTP error) when the id is undefined: a notification or an unread body', () => {
@@ -71,13 +76,19 @@ describe('presentMcpDenial: JSON-RPC errors', () => {
     }
   });
 
-  it.each(['token_invalid', 'token_missing', 'token_replayed', 'body_too_large', 'replay_store_unavailable', 'batch_refused', 'internal_error', 'upstream_unavailable'] as const)(
-    '%s stays an HTTP error, even with an id and in constraint-aware mode',
-    (code) => {
-      expect(presentMcpDenial(plain, { id: 1, message: undefined }, 'refund', undefined, deny(code, 'x'))).toBeUndefined();
-      expect(presentMcpDenial(aware, { id: 1, message: refundCall(aware) }, 'refund', undefined, deny(code, 'x'))).toBeUndefined();
-    },
-  );
+  it.each([
+    'token_invalid',
+    'token_missing',
+    'token_replayed',
+    'body_too_large',
+    'replay_store_unavailable',
+    'batch_refused',
+    'internal_error',
+    'upstream_unavailable',
+  ] as const)('%s stays an HTTP error, even with an id and in constraint-aware mode', (code) => {
+    expect(presentMcpDenial(plain, { id: 1, message: undefined }, 'refund', undefined, deny(code, 'x'))).toBeUndefined();
+    expect(presentMcpDenial(aware, { id: 1, message: refundCall(aware) }, 'refund', undefined, deny(code, 'x'))).toBeUndefined();
+  });
 });
 
 describe('presentMcpDenial: constraint-aware mode', () => {
@@ -132,17 +143,43 @@ describe('presentMcpDenial: constraint-aware mode', () => {
     expect(p?.body).toMatchObject({ id: 4, result: { isError: true, _meta: { [ENVELOPE_META_KEY]: { error: 'approval_not_needed' } } } });
   });
 
-  it('prompts, resources, session messages, an unread message or no capability get the JSON-RPC error', () => {
-    const cases: [McpMessage | undefined, string | undefined][] = [
+  it('prompts, resources, session messages and an unread message get the JSON-RPC error, the envelope as its data', () => {
+    const cases: [McpMessage | undefined, string][] = [
       [message(aware, 'prompts/get', { name: 'summarize' }), 'summarize'],
       [message(aware, 'resources/read', { uri: 'invoice://a' }), 'invoice.read'],
       [message(aware, 'ping', {}), 'billing.mcp'],
       [undefined, 'refund'],
-      [refundCall(aware), undefined],
     ];
     for (const [m, capability] of cases) {
-      const p = presentMcpDenial(aware, { id: 4, message: m }, capability, undefined, deny('capability_denied', 'no'));
-      expect(p?.body, `${m?.kind} ${capability}`).toMatchObject({ id: 4, error: { code: -32010, data: { error: 'capability_denied' } } });
+      const p = presentMcpDenial(aware, { id: 4, message: m }, capability, { id: { in: ['a'] } }, deny('capability_denied', 'no'));
+      const envelope = { success: false, permission: 'denied', capability, activeConstraints: { id: { in: ['a'] } }, error: 'capability_denied' };
+      expect(p?.body, `${m?.kind} ${capability}`).toMatchObject({ id: 4, error: { code: -32010, message: 'capability_denied: no', data: envelope } });
+      const data = (p?.body as { error: { data: { guidance: string } } }).error.data;
+      expect(data.guidance).toContain(`You may not call ${capability}`);
     }
+  });
+
+  it('without a capability (refused before one was known) the data is the plain denial body', () => {
+    for (const m of [refundCall(aware), undefined]) {
+      const p = presentMcpDenial(aware, { id: 4, message: m }, undefined, undefined, deny('invalid_body', 'bad'));
+      expect(p?.body).toEqual({
+        jsonrpc: '2.0',
+        id: 4,
+        error: { code: -32600, message: 'invalid_body: bad', data: { error: 'invalid_body', message: 'bad' } },
+      });
+    }
+  });
+
+  it('outside constraint-aware mode a refused tool call is a JSON-RPC error with the plain denial body', () => {
+    const p = presentMcpDenial(plain, { id: 4, message: refundCall(plain) }, 'refund', { amount: { max: 100 } }, violation);
+    expect(p?.body).toEqual({
+      jsonrpc: '2.0',
+      id: 4,
+      error: {
+        code: -32011,
+        message: `constraint_violated: ${violation.message}`,
+        data: { error: 'constraint_violated', message: violation.message, violations: violation.violations },
+      },
+    });
   });
 });

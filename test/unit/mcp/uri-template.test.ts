@@ -52,7 +52,8 @@ describe('matchUriTemplate', () => {
 
   it('a variable is one or more characters other than "/" and ","', () => {
     const t = parsed('invoice://{id}');
-    for (const uri of ['invoice://', 'invoice://a/b', 'invoice://a,b', 'invoice://a/', 'invoice:///a', 'invoice://,']) expect(matchUriTemplate(t, uri), uri).toBeUndefined();
+    for (const uri of ['invoice://', 'invoice://a/b', 'invoice://a,b', 'invoice://a/', 'invoice:///a', 'invoice://,'])
+      expect(matchUriTemplate(t, uri), uri).toBeUndefined();
     expect(matchUriTemplate(t, 'invoice://a b?c=d#e')).toEqual({ id: 'a b?c=d#e' });
   });
 

@@ -59,7 +59,11 @@ describe('the mcp: section, valid', () => {
     const p = await loadPolicyText(policy(), FILE);
     expect([...p.capabilities.keys()].sort()).toEqual(['billing.mcp', 'doc.latest', 'invoice.read', 'lookup', 'refund', 'summarize']);
     expect(p.capabilities.get('billing.mcp')).toMatchObject({ method: 'POST', path: '/mcp', maxBodyBytes: 2048, mcp: { kind: 'session', path: '/mcp' } });
-    expect(p.capabilities.get('refund')).toMatchObject({ description: 'Refund an invoice', inputSchema: { type: 'object' }, mcp: { kind: 'tool', path: '/mcp', name: 'refund' } });
+    expect(p.capabilities.get('refund')).toMatchObject({
+      description: 'Refund an invoice',
+      inputSchema: { type: 'object' },
+      mcp: { kind: 'tool', path: '/mcp', name: 'refund' },
+    });
     expect(p.capabilities.get('lookup')?.mcp).toEqual({ kind: 'tool', path: '/mcp', name: 'lookup_invoice' });
     expect(p.capabilities.get('summarize')?.mcp).toEqual({ kind: 'prompt', path: '/mcp', name: 'summarize' });
     expect(p.capabilities.get('invoice.read')).toMatchObject({ maxBodyBytes: 2048, mcp: { kind: 'resource', path: '/mcp', uri: 'invoice://{id}' } });
@@ -110,20 +114,36 @@ describe('the mcp: section, refused', () => {
   });
 
   it('a capability name used twice inside mcp:', async () => {
-    await expectIssue(policy({ mcp: MCP.replace('capability: lookup', 'capability: billing.mcp') }), 'mcp[0].tools[1].capability', 'duplicate capability name "billing.mcp"');
-    await expectIssue(policy({ mcp: MCP.replace('capability: doc.latest', 'capability: refund') }), 'mcp[0].resources[1].capability', 'duplicate capability name "refund"');
+    await expectIssue(
+      policy({ mcp: MCP.replace('capability: lookup', 'capability: billing.mcp') }),
+      'mcp[0].tools[1].capability',
+      'duplicate capability name "billing.mcp"',
+    );
+    await expectIssue(
+      policy({ mcp: MCP.replace('capability: doc.latest', 'capability: refund') }),
+      'mcp[0].resources[1].capability',
+      'duplicate capability name "refund"',
+    );
     await expectIssue(policy({ mcp: MCP.replace('name: summarize', 'name: refund') }), 'mcp[0].prompts[0].name', 'duplicate capability name "refund"');
     const two = `${MCP}\n  - path: /mcp2\n    session: other.mcp\n    tools: [{ name: refund }]`;
     await expectIssue(policy({ mcp: two }), 'mcp[1].tools[0].name', 'duplicate capability name "refund"');
   });
 
   it('a tool or prompt declared twice, a resource template declared twice', async () => {
-    await expectIssue(policy({ mcp: MCP.replace('name: lookup_invoice, capability: lookup', 'name: refund, capability: refund2') }), 'mcp[0].tools[1].name', 'tool "refund" is declared twice');
+    await expectIssue(
+      policy({ mcp: MCP.replace('name: lookup_invoice, capability: lookup', 'name: refund, capability: refund2') }),
+      'mcp[0].tools[1].name',
+      'tool "refund" is declared twice',
+    );
     await expectIssue(policy({ mcp: MCP.replace('uri: "doc://latest"', 'uri: "invoice://{id}"') }), 'mcp[0].resources[1].uri', 'declared twice');
   });
 
   it.each(['send email', 'tools/refund', '1refund', 'refund!', 'é'])('a tool named %j without capability:', async (name) => {
-    const issue = await expectIssue(policy({ mcp: MCP.replace('name: refund,', `name: "${name}",`) }), 'mcp[0].tools[0].name', 'is not a capability name: give one with "capability:"');
+    const issue = await expectIssue(
+      policy({ mcp: MCP.replace('name: refund,', `name: "${name}",`) }),
+      'mcp[0].tools[0].name',
+      'is not a capability name: give one with "capability:"',
+    );
     expect([issue.line, issue.column]).toEqual([9, 17]);
   });
 
@@ -137,7 +157,11 @@ describe('the mcp: section, refused', () => {
   });
 
   it('constraints on the session capability (a grant, a host default)', async () => {
-    await expectIssue(policy({ grants: ['{ agent: bot, capability: billing.mcp, status: active, constraints: { method: { exact: ping } } }'] }), 'grants[0].constraints', 'is an MCP session');
+    await expectIssue(
+      policy({ grants: ['{ agent: bot, capability: billing.mcp, status: active, constraints: { method: { exact: ping } } }'] }),
+      'grants[0].constraints',
+      'is an MCP session',
+    );
     const host = `hosts:\n  - id: h\n    name: h\n    publicKey: { kty: OKP, crv: Ed25519, x: "${(await generateAgentKeyPair()).publicJwk.x}" }\n    defaultCapabilities:\n      - { capability: billing.mcp, constraints: { x: { max: 1 } } }`;
     await expectIssue(policy({ top: host }), 'hosts[0].defaultCapabilities[0].constraints', 'is an MCP session');
   });
@@ -149,7 +173,11 @@ describe('the mcp: section, refused', () => {
       '"uri" is not a variable of invoice://{id} (id)',
     );
     expect(issue.line).toBe(18);
-    await expectIssue(policy({ grants: ['{ agent: bot, capability: doc.latest, status: active, constraints: { id: { max: 1 } } }'] }), 'grants[0].constraints.id', '(none)');
+    await expectIssue(
+      policy({ grants: ['{ agent: bot, capability: doc.latest, status: active, constraints: { id: { max: 1 } } }'] }),
+      'grants[0].constraints.id',
+      '(none)',
+    );
   });
 
   it.each([
@@ -193,12 +221,18 @@ describe('the mcp: section, refused', () => {
   });
 
   it('a grant naming the tool instead of its capability', async () => {
-    await expectIssue(policy({ grants: ['{ agent: bot, capability: lookup_invoice, status: active }'] }), 'grants[0].capability', 'unknown capability "lookup_invoice"');
+    await expectIssue(
+      policy({ grants: ['{ agent: bot, capability: lookup_invoice, status: active }'] }),
+      'grants[0].capability',
+      'unknown capability "lookup_invoice"',
+    );
   });
 
   it('the schema: a server without session, a resource without capability, an unknown member', async () => {
     expect((await issuesOf(policy({ mcp: MCP.replace('    session: billing.mcp\n', '') }))).some((i) => i.key.startsWith('mcp[0]'))).toBe(true);
     expect((await issuesOf(policy({ mcp: MCP.replace(', capability: doc.latest', '') }))).some((i) => i.key.startsWith('mcp[0].resources[1]'))).toBe(true);
-    expect((await issuesOf(policy({ mcp: MCP.replace('{ name: summarize }', '{ name: summarize, uri: x }') }))).some((i) => i.key.startsWith('mcp[0].prompts[0]'))).toBe(true);
+    expect(
+      (await issuesOf(policy({ mcp: MCP.replace('{ name: summarize }', '{ name: summarize, uri: x }') }))).some((i) => i.key.startsWith('mcp[0].prompts[0]')),
+    ).toBe(true);
   });
 });
