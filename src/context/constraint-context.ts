@@ -1,4 +1,4 @@
-import type { Constraints, Policy } from '../policy/types.js';
+import type { Constraints, McpTarget, Policy } from '../policy/types.js';
 import { describeRule } from './describe.js';
 
 export interface CapabilityContext {
@@ -8,6 +8,8 @@ export interface CapabilityContext {
   description?: string;
   expiresAt?: string;
   constraints: Constraints;
+  /** An MCP capability: what it names on its server. */
+  mcp?: McpTarget;
 }
 
 export interface ConstraintContext {
@@ -37,12 +39,18 @@ export function constraintContext(policy: Policy, agentId: string, nowMs: number
       method: cap.method,
       path: cap.path,
       description: cap.description,
+      ...(cap.mcp ? { mcp: cap.mcp } : {}),
       expiresAt: grant.expiresAt === undefined ? undefined : new Date(grant.expiresAt).toISOString(),
       constraints,
     });
   }
   capabilities.sort((a, b) => (a.capability < b.capability ? -1 : a.capability > b.capability ? 1 : 0));
   return { agentId, requestPermission, capabilities, text: render(capabilities, requestPermission) };
+}
+
+/** "MCP tool refund at /mcp", "MCP session at /mcp", "MCP resource invoice://{id} at /mcp". */
+function mcpWhere(m: McpTarget): string {
+  return `MCP ${m.kind}${m.name ? ` ${m.name}` : m.uri ? ` ${m.uri}` : ''} at ${m.path}`;
 }
 
 function render(caps: CapabilityContext[], requestPermission: boolean): string {
@@ -58,7 +66,7 @@ function render(caps: CapabilityContext[], requestPermission: boolean): string {
   lines.push('', 'Capabilities you may call:');
   if (caps.length === 0) lines.push('  (none)');
   for (const c of caps) {
-    lines.push(`  - ${c.capability} (${c.method} ${c.path})${c.expiresAt ? `, until ${c.expiresAt}` : ''}:`);
+    lines.push(`  - ${c.capability} (${c.mcp ? mcpWhere(c.mcp) : `${c.method} ${c.path}`})${c.expiresAt ? `, until ${c.expiresAt}` : ''}:`);
     const fields = Object.entries(c.constraints);
     if (fields.length === 0) lines.push('      no argument constraints');
     for (const [field, rule] of fields) lines.push(`      ${field}: ${describeRule(rule)}`);
@@ -70,6 +78,7 @@ function render(caps: CapabilityContext[], requestPermission: boolean): string {
       '"request_permission" and the JSON body {"capability": ..., "args": ..., "reason": ...} (add "path" when the',
       "capability's path has parameters or a query). A human operator reviews it; if approved, the call runs and you get its result.",
     );
+    if (caps.some((c) => c.mcp)) lines.push('Through an MCP client, call the tool "request_permission" with {"tool": ..., "arguments": ..., "reason": ...} instead.');
   }
   return `${lines.join('\n')}\n`;
 }
