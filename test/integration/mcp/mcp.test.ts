@@ -97,6 +97,18 @@ for (const responseMode of ['json', 'sse'] as const) {
       }
     });
 
+    it('the constraint context names the MCP tools and their limits', async () => {
+      const r = await call(env, {
+        path: '/agent/constraints',
+        headers: { accept: 'application/json' },
+        token: await env.bot.signer.sign('constraint_context'),
+      });
+      expect(r.status).toBe(200);
+      expect(r.json.text).toContain('refund (MCP tool refund at /mcp):');
+      expect(r.json.text).toContain('amount: must be a number no greater than 100');
+      expect(r.json.text).toContain('invoice.read (MCP resource invoice://{id} at /mcp):');
+    });
+
     it('one token for the whole session (requestInit.headers) fails at the second request: tokens are single use', async () => {
       const token = await env.bot.signer.sign('billing.mcp');
       await expect(connectMcpClient(`${env.url}/mcp`, { requestInit: { headers: { authorization: `Bearer ${token}` } } })).rejects.toThrow(/token_replayed/);
