@@ -87,9 +87,10 @@ export const DENIALS = {
   proof_invalid: call(401),
   // request_permission
   not_found: call(404),
-  approval_not_needed: call(
-    409,
-    (_d, ctx) => `This call is within your limits: call ${ctx.capability} directly, with a token whose aud is "${ctx.capability}".`,
+  approval_not_needed: call(409, (_d, ctx) =>
+    ctx.mcpTool !== undefined
+      ? `This call is within your limits: call the tool directly.`
+      : `This call is within your limits: call ${ctx.capability} directly, with a token whose aud is "${ctx.capability}".`,
   ),
   access_request_limit: call(503, () => 'Too many approval requests are waiting for a human right now. Retry later, or fit the call to your limits.'),
   /** The sidecar is shutting down while a caller waits for a human: the request stays pending at its status URL. */

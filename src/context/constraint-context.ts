@@ -78,7 +78,8 @@ function render(caps: CapabilityContext[], requestPermission: boolean): string {
       '"request_permission" and the JSON body {"capability": ..., "args": ..., "reason": ...} (add "path" when the',
       "capability's path has parameters or a query). A human operator reviews it; if approved, the call runs and you get its result.",
     );
-    if (caps.some((c) => c.mcp)) lines.push('Through an MCP client, call the tool "request_permission" with {"tool": ..., "arguments": ..., "reason": ...} instead.');
+    if (caps.some((c) => c.mcp))
+      lines.push('Through an MCP client, call the tool "request_permission" with {"tool": ..., "arguments": ..., "reason": ...} instead.');
   }
   return `${lines.join('\n')}\n`;
 }

@@ -15,8 +15,10 @@ export function isListMethod(method: string | undefined): method is ListMethod {
 /** Who is asking and under which policy: what decides which entries stay. */
 export interface ListViewer {
   agent: Pick<Agent, 'id' | 'grants'>;
-  policy: Pick<Policy, 'grants' | 'accessRequests'>;
+  policy: Pick<Policy, 'grants'>;
   nowMs: number;
+  /** The sidecar answers the request_permission tool here (access requests on, not egress). */
+  permissionTool: boolean;
 }
 
 /** The tool an agent calls to ask a human for a call beyond its limits (answered by the sidecar). */
@@ -24,8 +26,9 @@ export const PERMISSION_TOOL_DEFINITION = {
   name: PERMISSION_TOOL,
   description:
     'Ask a human to allow one call that is outside your limits. Give the tool, the exact arguments and why the user needs them. ' +
-    'With wait (the default) this call returns once a human decided; with wait: false it returns at once, and after an approval ' +
-    '(scope value) you call the tool again with the same arguments.',
+    'If a human approves, the sidecar runs that call once, itself: do not call the tool again for it. ' +
+    "With wait (the default) this returns the call's result once a human decided; with wait: false it returns a requestId at once, " +
+    'and request_permission with just {"requestId": ...} later tells the decision and the result.',
   inputSchema: {
     type: 'object',
     properties: {
@@ -33,8 +36,8 @@ export const PERMISSION_TOOL_DEFINITION = {
       arguments: { type: 'object', description: 'The exact arguments of that call.' },
       reason: { type: 'string', description: 'Why the user needs this call (shown to the human).' },
       wait: { type: 'boolean', description: 'Wait for the decision (default true).' },
+      requestId: { type: 'string', description: 'Alone: the status (and result) of a request made with wait: false.' },
     },
-    required: ['tool', 'arguments', 'reason'],
   },
 };
 
@@ -58,7 +61,7 @@ export function filterListResult(method: ListMethod, result: Record<string, unkn
         const limits = granted(typeof tool.name === 'string' ? server.tools.get(tool.name) : undefined);
         return limits ? [withLimits(tool, limits)] : [];
       });
-      if (viewer.policy.accessRequests && tools.length > 0) tools.push(PERMISSION_TOOL_DEFINITION);
+      if (viewer.permissionTool && tools.length > 0) tools.push(PERMISSION_TOOL_DEFINITION);
       return { ...result, tools };
     }
     case 'prompts/list':

@@ -22,7 +22,7 @@ export interface KnownLabels {
 }
 
 /** The tool label of MCP session traffic, of a name the policy does not declare, and of a message refused before it was read. */
-export const MCP_FIXED_TOOLS = ['(session)', '(undeclared)', '(unread)'] as const;
+export const MCP_FIXED_TOOLS = ['(session)', '(undeclared)', '(unread)', 'request_permission'] as const;
 
 /** The label values the loaded policy makes known (see KnownLabels). Pure. */
 export function knownLabels(policy: Policy): KnownLabels {

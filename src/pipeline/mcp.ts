@@ -23,7 +23,7 @@ export function listRewrite(mcp: McpMessage, agent: Pick<Agent, 'id' | 'grants'>
     if (typeof message !== 'object' || message === null) return message;
     const m = message as Record<string, unknown>;
     if (m.id !== id || typeof m.result !== 'object' || m.result === null) return message;
-    const viewer = { agent, policy: deps.policy, nowMs: deps.now() };
+    const viewer = { agent, policy: deps.policy, nowMs: deps.now(), permissionTool: servesPermissionTool(deps.policy) };
     return { ...m, result: filterListResult(method, m.result as Record<string, unknown>, server, viewer) };
   };
 }
@@ -38,6 +38,7 @@ export async function answerPermissionTool(read: McpCall, deps: Deps, progress: 
   const { id } = read.mcp;
   const server = read.route.mcp;
   const input = read.mcp.arguments;
+  if (typeof input.requestId === 'string' && input.tool === undefined) return askStatus(read, input.requestId, deps, progress);
   const tool = typeof input.tool === 'string' && server ? server.tools.get(input.tool) : undefined;
   if (!tool) return deny('unknown_tool', `request_permission needs "tool", one of the tools at ${server?.path ?? 'this server'}`);
   const route = deps.policy.routes.find((r): r is EndpointRoute => r.kind === 'endpoint' && r.endpoint === 'request_permission');
@@ -45,7 +46,20 @@ export async function answerPermissionTool(read: McpCall, deps: Deps, progress: 
   const body = Buffer.from(JSON.stringify({ capability: tool.capability.name, args: input.arguments ?? {}, reason: input.reason }));
   const call = { ...read, route, params: {}, body, respondAsync: input.wait === false };
   progress.reached = call;
-  const reply = await serveEndpoint(call, deps, progress);
+  return asToolResult(id, await serveEndpoint(call, deps, progress));
+}
+
+/** request_permission {requestId}: the request's status, and an approved call's result (the request_status endpoint, as a tool). */
+async function askStatus(read: McpCall, requestId: string, deps: Deps, progress: Progress): Promise<Reply | Denial> {
+  const route = deps.policy.routes.find((r): r is EndpointRoute => r.kind === 'endpoint' && r.endpoint === 'request_status');
+  if (!route || read.mcp.id === undefined) return deny('not_found', 'request_permission is not configured');
+  const call = { ...read, route, params: { id: requestId } };
+  progress.reached = call;
+  return asToolResult(read.mcp.id, await serveEndpoint(call, deps, progress));
+}
+
+/** The endpoint's answer as the tool's result: an approved call's own result, or the answer as text and structured content. */
+function asToolResult(id: string | number, reply: Reply | Denial): Reply | Denial {
   if (isDenial(reply)) return reply;
   const json = 'json' in reply ? reply.json : reply.text;
   // Approved once and run: the tool's own result is the answer (the grant under _meta), as if the call had passed.
@@ -65,4 +79,9 @@ function approvedToolResult(json: unknown): Record<string, unknown> | undefined 
   const result = r.result as Record<string, unknown>;
   const meta = typeof result._meta === 'object' && result._meta !== null ? result._meta : {};
   return { ...result, _meta: { ...meta, 'agents-chain/grant': r.grant } };
+}
+
+/** The sidecar answers the request_permission tool: access requests are on, and the agent's own calls carry its token (not egress). */
+export function servesPermissionTool(policy: Deps['policy']): boolean {
+  return policy.accessRequests !== undefined && policy.egress === undefined;
 }

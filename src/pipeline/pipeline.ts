@@ -17,7 +17,7 @@ import { checkReplay, readToken, verifyToken } from './stages/authenticate.js';
 import { checkArguments, checkGrant, enforceConstraints } from './stages/authorize.js';
 import { readBody } from './stages/body.js';
 import { selectVariant, signAsAgent } from './stages/egress.js';
-import { parseJsonRpc, readMcpMessage } from './stages/mcp.js';
+import { checkReference, parseJsonRpc, readMcpMessage } from './stages/mcp.js';
 import { checkRequestShape, findRoute, parseRequest } from './stages/request.js';
 
 /** Every request: is it well formed, and where does it go? (The audit filter's onRequest ran before.) */
@@ -62,6 +62,7 @@ const MCP_AUTHORIZATION = Chain.of<McpCall, Deps>()
   .then(readToken)           // one agent+jwt per HTTP request, aud = the capability the message is
   .then(verifyToken)         // steps 1–7
   .then(checkGrant)          // step 9 (the session grant for session traffic)
+  .then(checkReference)      // completion/complete: a grant for the prompt or resource it names too
   .then(checkReplay)         // step 8
   .then(checkArguments)      // step 9b: the tool's own arguments (a resource's URI variables)
   .then(enforceConstraints);
@@ -72,6 +73,7 @@ const MCP_EGRESS_AUTHORIZATION = Chain.of<McpCall, Deps>()
   .then(signAsAgent)
   .then(verifyToken)
   .then(checkGrant)
+  .then(checkReference)
   .then(checkReplay)
   .then(checkArguments)
   .then(enforceConstraints);

@@ -27,7 +27,8 @@ export function callMetrics({ call, outcome, upstreamSeconds }: Finished, nowHr:
 
 /** The MCP server and what the message named: a declared tool, prompt or resource template, the session, undeclared or unread. */
 function mcpLabels(call: Finished['call'], reason: string | undefined): { server: string; tool: string } | undefined {
-  const server = call.route?.kind === 'capability' ? call.route.mcp : undefined;
+  // The request_permission tool ends on the sidecar's endpoint route; the message still says which server it came to.
+  const server = (call.route?.kind === 'capability' ? call.route.mcp : undefined) ?? call.mcp?.route.mcp;
   if (!server) return undefined;
   const m = call.mcp;
   // Refused before the message was read: a name the policy does not declare, or a message that could not be read at all.

@@ -3,7 +3,9 @@ import { checkJsonRepresentation } from '../../http/body.js';
 import { parseStrictJsonBytes, StrictJsonError } from '../../json/strict.js';
 import { readMessage } from '../../mcp/message.js';
 import type { Deps } from '../deps.js';
-import { advance, type Buffered, type CapabilityCall, type JsonRpcParsed, type McpRead } from '../phases.js';
+import { servesPermissionTool } from '../mcp.js';
+import { activeGrants } from '../authorize.js';
+import { advance, type Authenticated, type Buffered, type CapabilityCall, type JsonRpcParsed, type McpRead } from '../phases.js';
 
 /**
  * An MCP endpoint's POST body: one JSON-RPC message, read with the strict
@@ -37,7 +39,27 @@ export function readMcpMessage<P extends CapabilityCall & JsonRpcParsed>(call: P
   const server = call.route.mcp;
   if (!server) return deny('internal_error', 'an MCP stage on a route without an MCP server');
   if (call.req.method !== 'POST') return advance(call, { mcp: { kind: 'session' as const, arguments: {}, params: {}, route: call.route } });
-  const mcp = readMessage(server, call.rpc.json, deps.policy.accessRequests !== undefined);
+  const mcp = readMessage(server, call.rpc.json, servesPermissionTool(deps.policy));
   if (isDenial(mcp)) return mcp;
   return advance(call, { route: mcp.route, params: mcp.params, mcp });
+}
+
+/**
+ * completion/complete names a prompt or resource template (`params.ref`), and
+ * its answer lists values for that one's arguments: besides the session
+ * grant, the agent must hold an active grant for what it names.
+ */
+export function checkReference<P extends CapabilityCall & JsonRpcParsed & McpRead & Authenticated>(call: P, deps: Deps): P | Denial {
+  const server = call.mcp.route.mcp;
+  if (call.mcp.method !== 'completion/complete' || !server) return call;
+  const ref = (call.rpc.json as { params?: { ref?: { type?: unknown; name?: unknown; uri?: unknown } } }).params?.ref;
+  const route =
+    ref?.type === 'ref/prompt' && typeof ref.name === 'string'
+      ? server.prompts.get(ref.name)
+      : ref?.type === 'ref/resource' && typeof ref.uri === 'string'
+        ? server.resources.find((r) => r.template.source === ref.uri)?.route
+        : undefined;
+  if (!route) return deny('unknown_tool', `completion/complete must name a declared prompt or resource template at ${server.path}`);
+  const grants = activeGrants(call.verified.agent, [route.capability.name], deps.policy, deps.now());
+  return isDenial(grants) ? grants : call;
 }

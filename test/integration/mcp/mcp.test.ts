@@ -3,6 +3,7 @@ import { createMcpFetch } from '../../../src/index.js';
 import { startTestSidecar, testAgent, type TestAgent, type TestSidecar } from '../../support/fixture.js';
 import { ADMIN_TOKEN, startInbox, type Inbox } from '../../support/approvals.js';
 import { call } from '../../support/http.js';
+import { until } from '../../support/until.js';
 import { connectMcpClient, startMcpServer, type RunningMcpServer } from '../../support/mcp.js';
 
 /** The official SDK client through the sidecar, one fresh token per HTTP request (the client helper's MCP fetch). */
@@ -97,6 +98,24 @@ for (const responseMode of ['json', 'sse'] as const) {
       }
     });
 
+    it('completion/complete needs a grant for the prompt or resource it names, besides the session grant', async () => {
+      const complete = async (agent: TestAgent, ref: unknown) =>
+        call(env, {
+          method: 'POST',
+          path: '/mcp',
+          headers: { accept: 'application/json, text/event-stream' },
+          token: await agent.signer.sign('billing.mcp'),
+          body: { jsonrpc: '2.0', id: 9, method: 'completion/complete', params: { ref, argument: { name: 'invoice', value: 'in' } } },
+        });
+      const before = server.received.length;
+      expect((await complete(env.other, { type: 'ref/prompt', name: 'summarize' })).json).toMatchObject({ id: 9, error: { code: -32010 } });
+      expect((await complete(env.bot, { type: 'ref/prompt', name: 'nope' })).json).toMatchObject({ id: 9, error: { code: -32602 } });
+      expect(server.received.length).toBe(before);
+      // Granted: forwarded (this raw request has no session, so the server itself answers it).
+      await complete(env.bot, { type: 'ref/resource', uri: 'invoice://{id}' });
+      expect(server.received.length).toBe(before + 1);
+    });
+
     it('the constraint context names the MCP tools and their limits', async () => {
       const r = await call(env, {
         path: '/agent/constraints',
@@ -175,7 +194,7 @@ describe('MCP in constraint-aware mode: refusals the model reads, request_permis
     }
   });
 
-  it('request_permission → a human approves with scope=value → the same call passes', async () => {
+  it('request_permission (wait: false) → a human approves with scope=value → the call ran once; the status tells its result; the value passes again', async () => {
     const c = await connectAs(env, env.bot);
     try {
       const asked = await c.client.callTool({
@@ -183,12 +202,22 @@ describe('MCP in constraint-aware mode: refusals the model reads, request_permis
         arguments: { tool: 'refund', arguments: { invoice: 'inv-1', amount: 250 }, reason: 'The customer was double charged', wait: false },
       });
       expect(asked.isError).toBe(false);
+      expect(asked.structuredContent).toMatchObject({ status: 'pending' });
+      const requestId = (asked.structuredContent as { requestId: string }).requestId;
       const note = await inbox.nextRequest();
-      expect(note).toMatchObject({ agentId: env.bot.id, capability: 'refund', args: { invoice: 'inv-1', amount: 250 } });
+      expect(note).toMatchObject({ requestId, agentId: env.bot.id, capability: 'refund', args: { invoice: 'inv-1', amount: 250 } });
       expect((await admin(`/approvals/${note.requestId}/approve`, { code: note.code, scope: 'value' })).status).toBe(200);
-      const result = await c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-1', amount: 250 } });
-      expect(result.isError).toBeFalsy();
-      expect(result.content).toEqual([{ type: 'text', text: 'refunded 250 on inv-1' }]);
+      // The approved call ran once, when the human approved; its result is the request's status.
+      const refunds = () =>
+        server.received.filter((m) => m.method === 'tools/call' && (m.params as { arguments?: { invoice?: string } }).arguments?.invoice === 'inv-1');
+      await until(() => refunds().length === 1);
+      const status = await c.client.callTool({ name: 'request_permission', arguments: { requestId } });
+      expect(status.content).toEqual([{ type: 'text', text: 'refunded 250 on inv-1' }]);
+      expect(status._meta?.['agents-chain/grant']).toMatchObject({ requestId, scope: 'value', values: { amount: 250 } });
+      expect(refunds().length).toBe(1);
+      // scope=value: the approved value now passes directly, for another invoice too.
+      const again = await c.client.callTool({ name: 'refund', arguments: { invoice: 'inv-2', amount: 250 } });
+      expect(again.content).toEqual([{ type: 'text', text: 'refunded 250 on inv-2' }]);
     } finally {
       await c.close();
     }

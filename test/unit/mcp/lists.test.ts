@@ -67,7 +67,7 @@ function filter(method: ListMethod, result: Record<string, unknown>, opts: { pol
   const policy = opts.policy ?? plain;
   const agent = policy.agents.get(opts.agent ?? 'bot');
   if (!agent) throw new Error('no agent');
-  const viewer: ListViewer = { agent, policy, nowMs: opts.nowMs ?? NOW };
+  const viewer: ListViewer = { agent, policy, nowMs: opts.nowMs ?? NOW, permissionTool: policy.accessRequests !== undefined };
   return filterListResult(method, result, serverOf(policy), viewer);
 }
 const tool = (name: string, description?: string) => ({ name, ...(description ? { description } : {}), inputSchema: { type: 'object' } });
@@ -192,7 +192,7 @@ describe('filterListResult: a registered agent', () => {
     const grants = new Map([
       [grantKey('bot', 'lookup'), { agent: 'bot', capability: 'lookup', status: 'active' as const, constraints: { id: { exact: 'a' } } }],
     ]);
-    const viewer: ListViewer = { agent: { id: 'bot', grants }, policy: plain, nowMs: NOW };
+    const viewer: ListViewer = { agent: { id: 'bot', grants }, policy: plain, nowMs: NOW, permissionTool: false };
     const r = filterListResult('tools/list', { tools: [tool('refund'), tool('lookup_invoice')] }, serverOf(plain), viewer);
     expect(r.tools).toEqual([{ ...tool('lookup_invoice'), description: 'Your limits for this tool (enforced): id must be exactly "a".' }]);
   });
