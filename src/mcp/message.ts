@@ -106,21 +106,30 @@ function resource(server: McpServer, params: Record<string, unknown>, base: Base
   const uri = params.uri;
   if (typeof uri !== 'string') return deny('invalid_body', `${base.method} needs "params.uri", a string`);
   const found = findResource(server, uri);
-  if (found === 'encoded') return deny('invalid_body', `"${uri}": percent-encoded characters are not accepted in resource URIs`);
+  if (typeof found === 'string') return deny('invalid_body', found);
   if (!found) return deny('unknown_tool', `no resource matching "${uri}" is available at ${server.path}`);
   return { ...base, kind: 'resource', name: uri, params: found.vars, route: found.route };
 }
 
 /**
- * The first template (in policy order) a URI matches, and its variables. A
- * value holding "%" is 'encoded': undecoded, as the SDK hands it to the
- * server, but a server that decoded "%41" would read what was never checked.
+ * The one template a URI matches, and its variables; or why the URI is
+ * refused. The server reads what `new URL(uri)` makes of it (the SDK parses
+ * it before matching: tabs and newlines dropped, "\\" read as "/", dot
+ * segments resolved), so only a URI already in that form is checked. A value
+ * holding "%" is refused: undecoded, as the SDK hands it on, but a server that
+ * decoded "%41" would read what was never checked. A URI two templates match is
+ * refused: the server may pick the other one.
  */
-export function findResource(server: McpServer, uri: string): { route: McpRoute; vars: Record<string, string> } | 'encoded' | undefined {
-  for (const { template, route } of server.resources) {
+export function findResource(server: McpServer, uri: string): { route: McpRoute; vars: Record<string, string> } | string | undefined {
+  const normal = URL.canParse(uri) ? new URL(uri).href : undefined;
+  if (normal !== uri) return normal ? `"${uri}" is not in normal form: send it as "${normal}"` : `"${uri}" is not an absolute URI`;
+  const matches = server.resources.flatMap(({ template, route }) => {
     const vars = matchUriTemplate(template, uri);
-    if (!vars) continue;
-    return Object.values(vars).some((v) => v.includes('%')) ? 'encoded' : { route, vars };
-  }
-  return undefined;
+    return vars ? [{ route, vars, template }] : [];
+  });
+  const [found, other] = matches;
+  if (!found) return undefined;
+  if (other) return `"${uri}" matches more than one resource template (${found.template.source}, ${other.template.source}); the server could read it as either`;
+  if (Object.values(found.vars).some((v) => v.includes('%'))) return `"${uri}": percent-encoded characters are not accepted in resource URIs`;
+  return { route: found.route, vars: found.vars };
 }

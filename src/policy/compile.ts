@@ -143,6 +143,9 @@ function checkMode(raw: RawPolicy, at: At): Preset | undefined {
   const egress = raw.mode === 'egress';
   if (egress && !raw.preset && !raw.mcp) at(['mode'], 'egress mode needs a preset (openai or anthropic) or an mcp: section (a remote MCP server)', true);
   if (egress && raw.preset && raw.mcp) at(['mcp'], 'egress mode guards one remote: a preset or an MCP server, not both', true);
+  // Servers route /MCP and /mcp/ to their /mcp endpoint too: passed through, those would skip every check.
+  if (egress && raw.mcp && raw.unmapped === 'pass')
+    at(['unmapped'], 'in front of an MCP server, unmapped: pass would forward look-alike paths (/MCP, /mcp/) unchecked: use deny', true);
   if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
   if (egress && raw.capabilities?.length)
     at(['capabilities'], 'in egress mode the capabilities come from the preset (or the mcp: section); remove this list', true);

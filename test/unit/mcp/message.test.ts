@@ -233,7 +233,16 @@ describe('readMessage: resources', () => {
     for (const uri of ['invoice://inv%2D1', 'invoice://%', 'file://a%2Fb/c', 'file://a/%2e%2e']) {
       const d = refused(rpc({ id: 1, method: 'resources/read', params: { uri } }));
       expect(d.code, uri).toBe('invalid_body');
-      expect(d.message).toContain('percent-encoded');
+      // Refused either way: as a URL it does not parse, or its variable holds an encoded character.
+      expect(d.message).toMatch(/percent-encoded|not an absolute URI|not in normal form/);
+    }
+  });
+
+  it('checks a URI only in the form the server reads it (new URL), so tabs, newlines, "\\" and dot segments cannot hide a value', () => {
+    for (const uri of ['invoice://inv-lo\tcked', 'invoice://inv-lo\ncked', 'file://docs/..\\admin', 'file://docs/../admin', 'INVOICE://x', 'not a uri']) {
+      const d = refused(rpc({ id: 1, method: 'resources/read', params: { uri } }));
+      expect(d.code, uri).toBe('invalid_body');
+      expect(d.message, uri).toMatch(/not in normal form|not an absolute URI/);
     }
   });
 
@@ -243,14 +252,16 @@ describe('readMessage: resources', () => {
     }
   });
 
-  it('the first matching template in policy order wins', () => {
-    expect(accepted(rpc({ id: 1, method: 'resources/read', params: { uri: 'doc://latest' } })).route.capability.name).toBe('doc.any');
+  it('a URI two templates match is refused (the server could pick the other one); one only one matches is that one', () => {
+    const d = refused(rpc({ id: 1, method: 'resources/read', params: { uri: 'doc://latest' } }));
+    expect(d.code).toBe('invalid_body');
+    expect(d.message).toContain('more than one resource template');
     expect(accepted(rpc({ id: 1, method: 'resources/read', params: { uri: 'doc://other' } })).params).toEqual({ any: 'other' });
   });
 
   it('an undeclared URI is unknown_tool; a missing or non-string uri is invalid_body', () => {
     expect(codeOf(rpc({ id: 1, method: 'resources/read', params: { uri: 'secret://x' } }))).toBe('unknown_tool');
-    expect(codeOf(rpc({ id: 1, method: 'resources/read', params: { uri: 'INVOICE://x' } }))).toBe('unknown_tool');
+    expect(codeOf(rpc({ id: 1, method: 'resources/read', params: { uri: 'invoice2://x' } }))).toBe('unknown_tool');
     expect(codeOf(rpc({ id: 1, method: 'resources/read', params: {} }))).toBe('invalid_body');
     expect(codeOf(rpc({ id: 1, method: 'resources/read', params: { uri: 5 } }))).toBe('invalid_body');
     expect(codeOf(rpc({ id: 1, method: 'resources/read' }))).toBe('invalid_body');

@@ -92,7 +92,11 @@ describe('the mcp: section, valid', () => {
 
   it('mode: egress with mcp: and no preset is accepted; unmapped defaults to deny', async () => {
     expect((await loadPolicyText(policy({ top: 'mode: egress' }), FILE)).egress).toEqual({ unmapped: 'deny' });
-    expect((await loadPolicyText(policy({ top: 'mode: egress\nunmapped: pass' }), FILE)).egress).toEqual({ unmapped: 'pass' });
+  });
+
+  it('mode: egress with mcp: refuses unmapped: pass (look-alike paths such as /MCP and /mcp/ would go through unchecked)', async () => {
+    const issues = await issuesOf(policy({ top: 'mode: egress\nunmapped: pass' }));
+    expect(issues.map((i) => i.message)).toEqual([expect.stringContaining('unmapped: pass would forward look-alike paths')]);
   });
 
   it('an mcp path next to a capabilities: route of another method or path is fine', async () => {
