@@ -61,6 +61,13 @@ export const DENIALS = {
   batch_refused: call(400, malformed),
   /** A JSON-RPC method the sidecar cannot classify (it might run something unchecked). */
   unknown_mcp_method: call(400),
+  /** An agent holds as many MCP server streams (GET) open as it may (each holds a connection to the server). */
+  too_many_streams: call(429, (d) => `${d.message}. Close a stream you no longer read, then retry.`),
+  /** An Mcp-Session-Id this sidecar did not see the calling agent open (another agent's, ended, or from before a restart). */
+  session_not_found: call(
+    404,
+    () => 'Your MCP session is not known here (it ended, expired, or was opened by someone else). Start a new session with initialize.',
+  ),
   // token (the verification table of ../shared/seeds/002_9af9aaa6cc5deb37.txt)
   token_missing: call(401, unverified),
   token_invalid: call(401, unverified),

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { pipeline, type Readable } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import { Pool } from 'undici';
-import { deny, type Denial } from '../errors.js';
+import { deny, isDenial, type Denial } from '../errors.js';
 import type { Constraints, Policy } from '../policy/types.js';
 import { presentSuccess } from '../pipeline/present.js';
 import { downstreamResponseHeaders } from '../http/headers.js';
@@ -25,12 +25,16 @@ export interface ForwardRequest {
   wrap?: { policy: Policy; capability: string; constraints?: Constraints };
   /** An MCP list request: each JSON-RPC message of the answer (JSON or SSE) rewritten on its way back. */
   rewrite?: MessageRewrite;
+  /** A long-lived stream (an MCP server's GET): sent on its own pool, so open streams never hold the connections calls need. */
+  stream?: boolean;
 }
 
 export interface ForwardResult {
   status: number;
   /** Response body bytes relayed to the caller (a stream's total, once it ended). */
   bytes?: number;
+  /** The app's Mcp-Session-Id response header (an MCP server's answer to initialize). */
+  sessionId?: string;
 }
 
 /**
@@ -41,6 +45,8 @@ export interface ForwardResult {
  */
 export class Upstream {
   private readonly pool: Pool;
+  /** Long-lived streams (MCP GET): no connection limit here; the pipeline bounds them per agent. */
+  private readonly streams: Pool;
   readonly origin: string;
 
   constructor(url: string, connections = 128, headersTimeoutMs = 60_000) {
@@ -50,6 +56,7 @@ export class Upstream {
     this.origin = u.origin;
     // headersTimeout bounds a stuck app (a model provider gets 10 min: long completions answer late); no bodyTimeout, so streams stay open.
     this.pool = new Pool(u.origin, { connections, pipelining: 1, keepAliveTimeout: 4_000, headersTimeout: headersTimeoutMs, bodyTimeout: 0 });
+    this.streams = new Pool(u.origin, { pipelining: 1, keepAliveTimeout: 4_000, headersTimeout: headersTimeoutMs, bodyTimeout: 0 });
   }
 
   async forward(req: ForwardRequest, res: ServerResponse): Promise<ForwardResult | Denial> {
@@ -61,7 +68,7 @@ export class Upstream {
     res.on('close', onClose);
     let upstream;
     try {
-      upstream = await this.pool.request({
+      upstream = await (req.stream ? this.streams : this.pool).request({
         method: req.method,
         path: req.target,
         headers: req.headers,
@@ -72,6 +79,8 @@ export class Upstream {
       res.off('close', onClose);
       return deny('upstream_unavailable', `the app did not answer: ${(err as Error).message}`);
     }
+    const session = upstream.headers['mcp-session-id'];
+    const sessionId = typeof session === 'string' ? session : undefined;
     const headers = downstreamResponseHeaders(upstream.headers);
     headers['x-request-id'] = req.requestId;
     if (req.permission) headers['agent-permission'] = req.permission;
@@ -83,11 +92,12 @@ export class Upstream {
     }
     if (req.rewrite && upstream.statusCode < 300) {
       res.off('close', onClose);
-      return rewritten(res, upstream.statusCode, headers, upstream.body, req.rewrite);
+      const result = await rewritten(res, upstream.statusCode, headers, upstream.body, req.rewrite);
+      return isDenial(result) ? result : { ...result, sessionId };
     }
     const bytes = await relayAnswer(res, upstream.statusCode, headers, upstream.body);
     res.off('close', onClose);
-    return { status: upstream.statusCode, bytes };
+    return sessionId ? { status: upstream.statusCode, bytes, sessionId } : { status: upstream.statusCode, bytes };
   }
 
   /**
@@ -115,8 +125,8 @@ export class Upstream {
     return { status: r.statusCode, headers: r.headers, body: Buffer.concat(chunks) };
   }
 
-  close(): Promise<void> {
-    return this.pool.close();
+  async close(): Promise<void> {
+    await Promise.all([this.pool.close(), this.streams.close()]);
   }
 }
 

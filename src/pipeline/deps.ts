@@ -8,6 +8,7 @@ import type { Policy } from '../policy/types.js';
 import type { RegisteredAgents } from '../registration/directory.js';
 import type { Upstream } from '../app/upstream.js';
 import type { Limits } from '../sidecar/limits.js';
+import type { McpSessionStore } from '../mcp/sessions.js';
 
 /**
  * What the pipeline needs from outside the request: the policy, the stores,
@@ -30,6 +31,8 @@ export interface Deps {
   metrics?: SidecarMetrics;
   /** Agents registered by hosts (consulted while the policy lists hosts). */
   registered?: RegisteredAgents;
+  /** Which agent opened each MCP session (sessions of the mcp: section's servers). */
+  mcpSessions: McpSessionStore;
   /** Egress mode: the agent's signer and the provider credential header set on every checked call. */
   egress?: { signer: AgentSigner; credential?: [name: string, value: string] };
 }

@@ -4,11 +4,12 @@ import { filterListResult, isListMethod } from '../mcp/lists.js';
 import type { McpMessage } from '../mcp/message.js';
 import { rpcResult } from '../mcp/present.js';
 import type { MessageRewrite } from '../mcp/rewrite.js';
-import type { Agent } from '../policy/types.js';
+import { sessionIdOf } from '../mcp/sessions.js';
+import type { Agent, McpServer } from '../policy/types.js';
 import type { Progress } from './chain.js';
 import type { Deps } from './deps.js';
 import { serveEndpoint } from './endpoint.js';
-import type { EndpointRoute, McpCall } from './phases.js';
+import type { Authenticated, EndpointRoute, McpCall } from './phases.js';
 
 /**
  * A list request's answer, rewritten on its way back: the response to this
@@ -25,6 +26,33 @@ export function listRewrite(mcp: McpMessage, agent: Pick<Agent, 'id' | 'grants'>
     if (m.id !== id || typeof m.result !== 'object' || m.result === null) return message;
     const viewer = { agent, policy: deps.policy, nowMs: deps.now(), permissionTool: servesPermissionTool(deps.policy) };
     return { ...m, result: filterListResult(method, m.result as Record<string, unknown>, server, viewer) };
+  };
+}
+
+/** Which list a response is, by the shape of its result (a stream's messages answer requests the sidecar did not see). */
+const LIST_SHAPES = [
+  ['tools', 'tools/list'],
+  ['prompts', 'prompts/list'],
+  ['resourceTemplates', 'resources/templates/list'],
+  ['resources', 'resources/list'],
+] as const;
+
+/**
+ * The server's GET stream: it may carry answers to requests the sidecar saw
+ * on another connection (a stream resumed with Last-Event-ID replays them).
+ * Every response shaped like a list answer is cut as that list would be.
+ */
+export function streamRewrite(server: McpServer | undefined, agent: Pick<Agent, 'id' | 'grants'>, deps: Deps): MessageRewrite | undefined {
+  if (!server) return undefined;
+  return (message) => {
+    if (typeof message !== 'object' || message === null) return message;
+    const m = message as Record<string, unknown>;
+    const result = m.result;
+    if (typeof result !== 'object' || result === null) return message;
+    const shape = LIST_SHAPES.find(([key]) => Array.isArray((result as Record<string, unknown>)[key]));
+    if (!shape) return message;
+    const viewer = { agent, policy: deps.policy, nowMs: deps.now(), permissionTool: servesPermissionTool(deps.policy) };
+    return { ...m, result: filterListResult(shape[1], result as Record<string, unknown>, server, viewer) };
   };
 }
 
@@ -84,4 +112,40 @@ function approvedToolResult(json: unknown): Record<string, unknown> | undefined 
 /** The sidecar answers the request_permission tool: access requests are on, and the agent's own calls carry its token (not egress). */
 export function servesPermissionTool(policy: Deps['policy']): boolean {
   return policy.accessRequests !== undefined && policy.egress === undefined;
+}
+
+/** How an MCP message that passed is sent on: its answer rewritten (lists), on the stream pool (GET), and what its answer binds. */
+export interface McpForwarding {
+  rewrite: MessageRewrite | undefined;
+  stream: boolean;
+  /** The server answered: bind the session an initialize opened, forget one a DELETE ended. */
+  answered(status: number, sessionId: string | undefined): void;
+  /** The exchange is over (a stream closed). */
+  release(): void;
+}
+
+/**
+ * Before an MCP message goes to the server: a GET (the server's stream,
+ * open for as long as the client reads it) counts against the agent's
+ * streams, so one agent cannot hold every connection to the server.
+ */
+export function mcpForwarding(call: McpCall & Authenticated, deps: Deps): McpForwarding | Denial {
+  const owner = call.verified.claims.iss;
+  const stream = call.req.method === 'GET';
+  const max = deps.limits.mcpStreamsPerAgent;
+  if (stream && !deps.mcpSessions.openStream(owner, max)) return deny('too_many_streams', `this agent holds ${max} MCP streams open already`);
+  const { mcp } = call;
+  return {
+    rewrite: stream ? streamRewrite(call.route.mcp, call.verified.agent, deps) : listRewrite(mcp, call.verified.agent, deps),
+    stream,
+    answered(status, sessionId) {
+      if (status >= 300) return;
+      if (mcp.method === 'initialize' && sessionId) deps.mcpSessions.bind(sessionId, owner);
+      const ended = call.req.method === 'DELETE' ? sessionIdOf(call.req.rawHeaders) : undefined;
+      if (ended) deps.mcpSessions.end(ended);
+    },
+    release() {
+      if (stream) deps.mcpSessions.closeStream(owner);
+    },
+  };
 }

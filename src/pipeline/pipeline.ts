@@ -9,15 +9,15 @@ import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
 import { serveEndpoint } from './endpoint.js';
 import { describe, FILTERS } from './observe/filters.js';
-import { answerPermissionTool, listRewrite } from './mcp.js';
-import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Finished, McpCall, McpRead, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
+import { answerPermissionTool, mcpForwarding, type McpForwarding } from './mcp.js';
+import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Finished, McpCall, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
 import { presentDenial } from './present.js';
 import { presentMcpDenial } from '../mcp/present.js';
 import { checkReplay, readToken, verifyToken } from './stages/authenticate.js';
 import { checkArguments, checkGrant, enforceConstraints } from './stages/authorize.js';
 import { readBody } from './stages/body.js';
 import { selectVariant, signAsAgent } from './stages/egress.js';
-import { checkReference, parseJsonRpc, readMcpMessage } from './stages/mcp.js';
+import { checkReference, checkSession, parseJsonRpc, readMcpMessage } from './stages/mcp.js';
 import { checkRequestShape, findRoute, parseRequest } from './stages/request.js';
 
 /** Every request: is it well formed, and where does it go? (The audit filter's onRequest ran before.) */
@@ -63,6 +63,7 @@ const MCP_AUTHORIZATION = Chain.of<McpCall, Deps>()
   .then(verifyToken)         // steps 1–7
   .then(checkGrant)          // step 9 (the session grant for session traffic)
   .then(checkReference)      // completion/complete: a grant for the prompt or resource it names too
+  .then(checkSession)        // the Mcp-Session-Id is one this agent opened
   .then(checkReplay)         // step 8
   .then(checkArguments)      // step 9b: the tool's own arguments (a resource's URI variables)
   .then(enforceConstraints);
@@ -74,6 +75,7 @@ const MCP_EGRESS_AUTHORIZATION = Chain.of<McpCall, Deps>()
   .then(verifyToken)
   .then(checkGrant)
   .then(checkReference)
+  .then(checkSession)
   .then(checkReplay)
   .then(checkArguments)
   .then(enforceConstraints);
@@ -131,11 +133,18 @@ async function mcpCall(routed: CapabilityCall, res: ServerResponse, deps: Deps, 
     return { call: progress.reached, outcome: { kind: 'answered', status: answer.status } };
   }
   const checked = await (deps.egress ? MCP_EGRESS_AUTHORIZATION : MCP_AUTHORIZATION).run(read, deps, progress);
-  return isDenial(checked) ? refuse(progress.reached, checked, res, deps) : forward(checked, res, deps);
+  if (isDenial(checked)) return refuse(progress.reached, checked, res, deps);
+  const plan = mcpForwarding(checked, deps);
+  if (isDenial(plan)) return refuse(checked, plan, res, deps);
+  try {
+    return await forward(checked, res, deps, plan);
+  } finally {
+    plan.release();
+  }
 }
 
 /** The call passed every check (or needs none): the onForward filters, then the app. */
-async function forward(call: (CheckedCall & Partial<McpRead>) | PublicCall, res: ServerResponse, deps: Deps): Promise<Finished> {
+async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps: Deps, mcp?: McpForwarding): Promise<Finished> {
   for (const filter of FILTERS) {
     // Most filters have no onForward, and the audit filter's is a promise only with strict durability: no await otherwise.
     const pending = filter.onForward?.(call, deps);
@@ -155,9 +164,8 @@ async function forward(call: (CheckedCall & Partial<McpRead>) | PublicCall, res:
     deps,
   );
   const { context } = deps.policy;
-  const mcp = checked?.mcp;
   // An MCP answer is JSON-RPC: never wrapped; list answers are filtered to what the agent may call (and must arrive readable).
-  const rewrite = mcp && checked ? listRewrite(mcp, checked.verified.agent, deps) : undefined;
+  const rewrite = mcp?.rewrite;
   if (rewrite) dropHeader(headers, 'accept-encoding');
   const wrap =
     checked && capability && !mcp && context.constraintAware && context.envelope === 'all'
@@ -174,11 +182,13 @@ async function forward(call: (CheckedCall & Partial<McpRead>) | PublicCall, res:
       permission: checked ? 'not_required' : undefined,
       wrap,
       rewrite,
+      stream: mcp?.stream,
     },
     res,
   );
   const upstreamSeconds = (performance.now() - sent) / 1000;
   if (isDenial(answer)) return { ...refuse(call, answer, res, deps), upstreamSeconds };
+  mcp?.answered(answer.status, answer.sessionId);
   return { call, outcome: { kind: 'forwarded', status: answer.status, responseBytes: answer.bytes }, upstreamSeconds };
 }
 

@@ -43,6 +43,12 @@ export interface Limits {
   approvalSettleMinMs: number;
   /** On close: the admin listener's grace; its calls (probes, scrapes, approvals API) are short. */
   adminCloseGraceMs: number;
+  /** MCP sessions remembered with the agent that opened them; past it the least recently used is forgotten (its client starts anew). */
+  mcpMaxSessions: number;
+  /** An MCP session unused this long is forgotten. */
+  mcpSessionIdleMs: number;
+  /** MCP server streams (GET) one agent may hold open at once: each holds a connection to the server. */
+  mcpStreamsPerAgent: number;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
@@ -66,4 +72,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = {
   waiterReleaseLeadMs: 1_000,
   approvalSettleMinMs: 1_000,
   adminCloseGraceMs: 1_000,
+  mcpMaxSessions: 100_000,
+  mcpSessionIdleMs: 24 * 3_600_000,
+  mcpStreamsPerAgent: 8,
 };

@@ -1,3 +1,4 @@
+import { mcpSessionStore } from '../mcp/sessions.js';
 import { createServer, type Server } from 'node:http';
 import { adminHandler, adminStartupProblem, INSECURE_FLAG } from '../admin/handler.js';
 import type { ApprovalService } from '../approvals/service.js';
@@ -55,7 +56,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   });
   metrics.setSources(metricSources(approvals, audit, now));
   const replay = opts.replay ?? shared?.replay ?? memoryReplayStore(opts.replayMaxEntries, log, now);
-  const state = new SidecarState({ policy: opts.policy, replay, tokenHeader, limits, now, upstream, log, approvals, audit, metrics, egress, registered });
+  const mcpSessions = mcpSessionStore({ maxSessions: limits.mcpMaxSessions, idleMs: limits.mcpSessionIdleMs, now });
+  const core = { policy: opts.policy, replay, tokenHeader, limits, now, upstream, log };
+  const state = new SidecarState({ ...core, approvals, audit, metrics, egress, registered, mcpSessions });
 
   const data = dataServer(state, limits);
   const admin = adminServer(opts, state, { approvals, audit, metrics, registered, shared, log, now });

@@ -1,3 +1,4 @@
+import { mcpSessionStore } from '../../src/mcp/sessions.js';
 import type { IncomingMessage } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { MemoryReplayStore } from '../../src/auth/replay.js';
@@ -39,6 +40,7 @@ export function unitDeps(policy: Policy, over: Partial<Deps> = {}): Deps {
     now: () => Date.parse('2026-06-01T00:00:00Z'),
     log: createLogger('error', () => {}),
     upstream: {} as Upstream,
+    mcpSessions: mcpSessionStore({ maxSessions: 100, idleMs: 60_000, now: () => Date.parse('2026-06-01T00:00:00Z') }),
     ...over,
   };
 }

@@ -5,7 +5,8 @@ import { readMessage } from '../../mcp/message.js';
 import type { Deps } from '../deps.js';
 import { servesPermissionTool } from '../mcp.js';
 import { activeGrants } from '../authorize.js';
-import { advance, type Authenticated, type Buffered, type CapabilityCall, type JsonRpcParsed, type McpRead } from '../phases.js';
+import { sessionIdOf } from '../../mcp/sessions.js';
+import { advance, type Authenticated, type Buffered, type CapabilityCall, type JsonRpcParsed, type McpRead, type Routed } from '../phases.js';
 
 /**
  * An MCP endpoint's POST body: one JSON-RPC message, read with the strict
@@ -62,4 +63,18 @@ export function checkReference<P extends CapabilityCall & JsonRpcParsed & McpRea
   if (!route) return deny('unknown_tool', `completion/complete must name a declared prompt or resource template at ${server.path}`);
   const grants = activeGrants(call.verified.agent, [route.capability.name], deps.policy, deps.now());
   return isDenial(grants) ? grants : call;
+}
+
+/**
+ * The Mcp-Session-Id a message carries is one the calling agent opened
+ * (bound when the server answered its initialize). Another agent's session,
+ * an ended one, or one from before a restart is 404 session_not_found: the
+ * transport's spec has the client start a new session then.
+ */
+export function checkSession<P extends McpRead & Authenticated & Routed>(call: P, deps: Deps): P | Denial {
+  const id = sessionIdOf(call.req.rawHeaders);
+  if (id === null) return deny('invalid_header', 'header "mcp-session-id" appears more than once');
+  if (id === undefined) return call;
+  const owner = deps.mcpSessions.ownerOf(id);
+  return owner === call.verified.claims.iss ? call : deny('session_not_found', 'no MCP session with this id was opened by this agent here');
 }
