@@ -3,6 +3,7 @@ import type { AccessRequest } from '../approvals/types.js';
 import { denialBody, isDenial, statusOf, deny, type Denial } from '../errors.js';
 import { parseStrictJsonBytes } from '../json/strict.js';
 import { jsonRpcResponse } from '../mcp/answer.js';
+import { sessionIdOf, type McpSessionStore } from '../mcp/sessions.js';
 import { readMessage } from '../mcp/message.js';
 import type { Agent, McpServer, Policy, Route } from '../policy/types.js';
 import type { RegisteredAgents } from '../registration/directory.js';
@@ -20,6 +21,8 @@ export interface ExecutorDeps {
   now: () => number;
   rules: HeaderRules;
   limits: { maxBodyBytes: number; approvedCallTimeoutMs: number };
+  /** Who opened each MCP session: an approved call runs on the asking agent's session only while it is still its own. */
+  mcpSessions?: McpSessionStore;
 }
 
 /**
@@ -92,6 +95,10 @@ async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps:
   const policy = deps.policy();
   const agent: Agent | undefined = policy.agents.get(r.agentId) ?? (await deps.registered?.get(r.agentId, policy));
   if (!agent) return deny('capability_denied', `agent "${r.agentId}" is no longer known`);
+  const session = sessionIdOf(r.headers);
+  if (session === null || (session !== undefined && deps.mcpSessions?.ownerOf(session) !== agent.thumbprint)) {
+    return deny('session_not_found', "the MCP session this call was asked on ended or is no longer this agent's");
+  }
   const target = parseTarget(r.target);
   if (isDenial(target)) return target;
   const found = matchRoute(policy.routes, r.method, target.segments);

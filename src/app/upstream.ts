@@ -1,15 +1,13 @@
 import { EventEmitter } from 'node:events';
-import { pipeline, type Readable } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import { Pool } from 'undici';
-import { deny, isDenial, type Denial } from '../errors.js';
+import { deny, type Denial } from '../errors.js';
 import type { Constraints, Policy } from '../policy/types.js';
 import { presentSuccess } from '../pipeline/present.js';
 import { downstreamResponseHeaders } from '../http/headers.js';
 import { relayAnswer, writeRewrittenJson } from '../http/respond.js';
+import { relayRewritten } from '../mcp/relay.js';
 import type { MessageRewrite } from '../mcp/rewrite.js';
-import { rewriteJsonText } from '../mcp/rewrite.js';
-import { sseRewriter } from '../mcp/sse.js';
 
 export interface ForwardRequest {
   method: string;
@@ -27,14 +25,14 @@ export interface ForwardRequest {
   rewrite?: MessageRewrite;
   /** A long-lived stream (an MCP server's GET): sent on its own pool, so open streams never hold the connections calls need. */
   stream?: boolean;
+  /** Told the app's status and headers as soon as they arrive, before the body is relayed (an MCP session is bound then). */
+  onHeaders?: (status: number, headers: Readonly<Record<string, string | string[] | undefined>>) => void;
 }
 
 export interface ForwardResult {
   status: number;
   /** Response body bytes relayed to the caller (a stream's total, once it ended). */
   bytes?: number;
-  /** The app's Mcp-Session-Id response header (an MCP server's answer to initialize). */
-  sessionId?: string;
 }
 
 /**
@@ -79,8 +77,7 @@ export class Upstream {
       res.off('close', onClose);
       return deny('upstream_unavailable', `the app did not answer: ${(err as Error).message}`);
     }
-    const session = upstream.headers['mcp-session-id'];
-    const sessionId = typeof session === 'string' ? session : undefined;
+    req.onHeaders?.(upstream.statusCode, upstream.headers);
     const headers = downstreamResponseHeaders(upstream.headers);
     headers['x-request-id'] = req.requestId;
     if (req.permission) headers['agent-permission'] = req.permission;
@@ -91,13 +88,14 @@ export class Upstream {
       return { status: upstream.statusCode };
     }
     if (req.rewrite && upstream.statusCode < 300) {
+      // Still cancelled if the client goes away while a list answer is read.
+      const result = await relayRewritten(res, upstream.statusCode, headers, upstream.body, req.rewrite);
       res.off('close', onClose);
-      const result = await rewritten(res, upstream.statusCode, headers, upstream.body, req.rewrite);
-      return isDenial(result) ? result : { ...result, sessionId };
+      return result;
     }
     const bytes = await relayAnswer(res, upstream.statusCode, headers, upstream.body);
     res.off('close', onClose);
-    return sessionId ? { status: upstream.statusCode, bytes, sessionId } : { status: upstream.statusCode, bytes };
+    return { status: upstream.statusCode, bytes };
   }
 
   /**
@@ -128,60 +126,6 @@ export class Upstream {
   async close(): Promise<void> {
     await Promise.all([this.pool.close(), this.streams.close()]);
   }
-}
-
-/**
- * An MCP list answer with each message rewritten (filtered to what the agent
- * may call): a JSON body whole, an SSE stream event by event. An answer the
- * sidecar cannot read (compressed, another media type) is refused: passing it
- * on would show the agent tools it holds no grant for.
- */
-async function rewritten(
-  res: ServerResponse,
-  status: number,
-  headers: Record<string, string | string[]>,
-  body: Readable,
-  rewrite: MessageRewrite,
-): Promise<ForwardResult | Denial> {
-  const type = mediaType(headers['content-type']);
-  if (headers['content-encoding'] || (type !== 'application/json' && type !== 'text/event-stream')) {
-    body.destroy();
-    return deny(
-      'upstream_unavailable',
-      `the MCP server's list answer (${type || 'no type'}${headers['content-encoding'] ? ', compressed' : ''}) cannot be filtered`,
-    );
-  }
-  if (type === 'application/json') {
-    const text = await readText(body, MAX_LIST_BYTES);
-    if (text === undefined) return deny('upstream_unavailable', `the MCP server's list answer exceeds ${MAX_LIST_BYTES} bytes`);
-    const out = rewriteJsonText(text, rewrite) ?? text;
-    writeRewrittenJson(res, status, headers, out);
-    return { status, bytes: Buffer.byteLength(out) };
-  }
-  delete headers['content-length'];
-  const events = sseRewriter(rewrite);
-  pipeline(body, events, () => undefined);
-  return { status, bytes: await relayAnswer(res, status, headers, events) };
-}
-
-const MAX_LIST_BYTES = 8 * 1024 * 1024;
-
-function mediaType(type: string | string[] | undefined): string {
-  return (Array.isArray(type) ? type[0] : type)?.split(';')[0]?.trim().toLowerCase() ?? '';
-}
-
-async function readText(body: Readable, max: number): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of body) {
-    size += (c as Buffer).length;
-    if (size > max) {
-      body.destroy();
-      return undefined;
-    }
-    chunks.push(c as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 function isJson(type: string | string[] | undefined): boolean {

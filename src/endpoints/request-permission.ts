@@ -2,6 +2,7 @@ import { deny, isDenial, type Denial } from '../errors.js';
 import { jsonReply, type Reply } from '../http/respond.js';
 import { parseStrictJsonBytes } from '../json/strict.js';
 import { keptCallerHeaders } from '../app/request.js';
+import { sessionIdOf } from '../mcp/sessions.js';
 import { activeGrants, authorize, grantsFor } from '../pipeline/authorize.js';
 import type { Deps } from '../pipeline/deps.js';
 import { accessRequestReply, pendingBody, statusUrl } from './access-request-view.js';
@@ -46,6 +47,8 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
   // The grant first: an agent without one learns nothing about paths or arguments.
   const granted = activeGrants(agent, [cap.name], deps.policy, deps.now());
   if (isDenial(granted)) return about(granted);
+  const foreign = foreignSession(call, deps);
+  if (foreign) return about(foreign);
   const planned = cap.mcp ? mcpPlannedCall(cap, args, deps.limits) : plannedCall(deps.policy, cap, args, path, deps.limits);
   if (isDenial(planned)) return about(planned);
   const authorization = await authorize(
@@ -90,6 +93,14 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
     };
   }
   return accessRequestReply(deps.policy, final ?? created, grantsFor(agent, deps.policy));
+}
+
+/** The approved call would run with the caller's headers: an MCP session among them must be the caller's own. */
+function foreignSession(call: Call, deps: Deps): Denial | undefined {
+  const session = sessionIdOf(call.req.rawHeaders);
+  if (session === null) return deny('invalid_header', 'header "mcp-session-id" appears more than once');
+  if (session === undefined || deps.mcpSessions.ownerOf(session) === call.verified.claims.iss) return undefined;
+  return deny('session_not_found', 'no MCP session with this id was opened by this agent here');
 }
 
 function readInput(body: Buffer | undefined): Record<string, unknown> | Denial {

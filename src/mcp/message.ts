@@ -1,5 +1,5 @@
 import { deny, type Denial } from '../errors.js';
-import type { McpRoute, McpServer } from '../policy/types.js';
+import type { McpRoute, McpServer, Policy } from '../policy/types.js';
 import { matchUriTemplate } from './uri-template.js';
 
 /** What one MCP message is checked as: the session, a declared tool, prompt or resource, or the sidecar's own request_permission tool. */
@@ -7,6 +7,11 @@ export type McpKind = 'session' | 'tool' | 'prompt' | 'resource' | 'request_perm
 
 /** The sidecar's own tool, answered without reaching the server (when access requests are on). */
 export const PERMISSION_TOOL = 'request_permission';
+
+/** The sidecar answers the request_permission tool: access requests are on, and the agent's own calls carry its token (not egress). */
+export function servesPermissionTool(policy: Pick<Policy, 'accessRequests' | 'egress'>): boolean {
+  return policy.accessRequests !== undefined && policy.egress === undefined;
+}
 
 export interface McpMessage {
   readonly kind: McpKind;
@@ -44,11 +49,6 @@ const SESSION_METHODS: ReadonlySet<string> = new Set([
   'tasks/cancel',
 ]);
 const RESOURCE_METHODS: ReadonlySet<string> = new Set(['resources/read', 'resources/subscribe', 'resources/unsubscribe']);
-
-/** The session's own traffic without a message: the GET stream, DELETE. */
-export function sessionMessage(server: McpServer): McpMessage {
-  return { kind: 'session', arguments: {}, params: {}, route: server.sessionRoute };
-}
 
 /**
  * Classifies one parsed JSON-RPC message sent to `server`. Pure: the same

@@ -2,7 +2,7 @@ import { denialEnvelope } from '../context/envelope.js';
 import { denialBody, guidanceFor, type Denial, type DenialCode } from '../errors.js';
 import type { PresentedDenial } from '../http/respond.js';
 import type { Constraints, Policy } from '../policy/types.js';
-import type { McpMessage } from './message.js';
+import { servesPermissionTool, type McpMessage } from './message.js';
 
 /**
  * Refusals of one JSON-RPC request, answered in JSON-RPC so the MCP client
@@ -54,7 +54,7 @@ export function presentMcpDenial(
   const ctx = capability && {
     capability,
     activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
-    requestPermission: policy.accessRequests !== undefined,
+    requestPermission: servesPermissionTool(policy),
     ...(tool !== undefined ? { mcpTool: tool } : {}),
   };
   if (policy.context.constraintAware && tool !== undefined && ctx) {

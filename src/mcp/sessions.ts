@@ -18,7 +18,7 @@ export interface McpSessionStore {
   closeStream(owner: string): void;
 }
 
-export function mcpSessionStore(opts: { maxSessions: number; idleMs: number; now: () => number }): McpSessionStore {
+export function mcpSessionStore(opts: { maxSessions: number; perOwner: number; idleMs: number; now: () => number }): McpSessionStore {
   // Insertion order is use order (a use re-inserts): the first entry is the least recently used.
   const sessions = new Map<string, { owner: string; seenAt: number }>();
   const streams = new Map<string, number>();
@@ -45,6 +45,15 @@ export function mcpSessionStore(opts: { maxSessions: number; idleMs: number; now
     },
     bind(sessionId, owner) {
       sessions.delete(sessionId);
+      // One agent opening sessions without end forgets its own oldest, not everyone else's.
+      let mine = 0;
+      for (const s of sessions.values()) if (s.owner === owner) mine++;
+      for (const [id, s] of sessions) {
+        if (mine < opts.perOwner) break;
+        if (s.owner !== owner) continue;
+        sessions.delete(id);
+        mine--;
+      }
       sessions.set(sessionId, { owner, seenAt: opts.now() });
       // Past the bound, the least recently used session is forgotten (its next request is refused; the client starts anew).
       while (sessions.size > opts.maxSessions) {

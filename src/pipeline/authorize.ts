@@ -137,8 +137,8 @@ function readArguments(
   const read = { plan, query, json: undefined as unknown, jsonKeys: undefined as string[] | undefined };
   if (!plan.body) return read;
   if (args.parsed) {
+    // The audit trail records an MCP message's arguments from the message itself: no key list needed here.
     read.json = args.parsed.value;
-    read.jsonKeys = collectKeys ? keysOf(args.parsed.value) : undefined;
     return read;
   }
   const inQuery = keyReadAs(args.query, plan.bodyRoots);
@@ -155,16 +155,4 @@ function readArguments(
     return deny('invalid_body', `request body is not acceptable JSON: ${why}`);
   }
   return read;
-}
-
-/** Every object key of a value already parsed (the audit trail's redaction check). */
-function keysOf(value: unknown, into: string[] = []): string[] {
-  if (Array.isArray(value)) value.forEach((v) => keysOf(v, into));
-  else if (typeof value === 'object' && value !== null) {
-    for (const [k, v] of Object.entries(value)) {
-      into.push(k);
-      keysOf(v, into);
-    }
-  }
-  return into;
 }

@@ -1,7 +1,7 @@
 import { deny, isDenial, type Denial } from '../errors.js';
 import { jsonReply, type Reply } from '../http/respond.js';
 import { filterListResult, isListMethod } from '../mcp/lists.js';
-import type { McpMessage } from '../mcp/message.js';
+import { servesPermissionTool, type McpMessage } from '../mcp/message.js';
 import { rpcResult } from '../mcp/present.js';
 import type { MessageRewrite } from '../mcp/rewrite.js';
 import { sessionIdOf } from '../mcp/sessions.js';
@@ -95,7 +95,7 @@ function asToolResult(id: string | number, reply: Reply | Denial): Reply | Denia
   if (ran) return jsonReply(200, rpcResult(id, ran));
   const text = typeof json === 'string' ? json : JSON.stringify(json, null, 2);
   const structured = typeof json === 'object' && json !== null && !Array.isArray(json) ? { structuredContent: json } : {};
-  return jsonReply(200, rpcResult(id, { content: [{ type: 'text', text }], ...structured, isError: reply.status >= 400 }));
+  return jsonReply(200, rpcResult(id, { content: [{ type: 'text', text }], ...structured, isError: reply.status >= 400 || ranWithError(json) }));
 }
 
 /** The executed tool's result inside an approved request_permission answer (`result` holding MCP content), or undefined. */
@@ -109,17 +109,15 @@ function approvedToolResult(json: unknown): Record<string, unknown> | undefined 
   return { ...result, _meta: { ...meta, 'agents-chain/grant': r.grant } };
 }
 
-/** The sidecar answers the request_permission tool: access requests are on, and the agent's own calls carry its token (not egress). */
-export function servesPermissionTool(policy: Deps['policy']): boolean {
-  return policy.accessRequests !== undefined && policy.egress === undefined;
-}
-
 /** How an MCP message that passed is sent on: its answer rewritten (lists), on the stream pool (GET), and what its answer binds. */
 export interface McpForwarding {
   rewrite: MessageRewrite | undefined;
   stream: boolean;
-  /** The server answered: bind the session an initialize opened, forget one a DELETE ended. */
-  answered(status: number, sessionId: string | undefined): void;
+  /**
+   * The server's answer began: bind the session an initialize opened (now, not once the answer is relayed: the
+   * client sends its next message as soon as it reads the result), forget one a DELETE ended.
+   */
+  answered(status: number, headers: Readonly<Record<string, string | string[] | undefined>>): void;
   /** The exchange is over (a stream closed). */
   release(): void;
 }
@@ -138,9 +136,10 @@ export function mcpForwarding(call: McpCall & Authenticated, deps: Deps): McpFor
   return {
     rewrite: stream ? streamRewrite(call.route.mcp, call.verified.agent, deps) : listRewrite(mcp, call.verified.agent, deps),
     stream,
-    answered(status, sessionId) {
+    answered(status, headers) {
       if (status >= 300) return;
-      if (mcp.method === 'initialize' && sessionId) deps.mcpSessions.bind(sessionId, owner);
+      const sessionId = headers['mcp-session-id'];
+      if (mcp.method === 'initialize' && typeof sessionId === 'string') deps.mcpSessions.bind(sessionId, owner);
       const ended = call.req.method === 'DELETE' ? sessionIdOf(call.req.rawHeaders) : undefined;
       if (ended) deps.mcpSessions.end(ended);
     },
@@ -148,4 +147,10 @@ export function mcpForwarding(call: McpCall & Authenticated, deps: Deps): McpFor
       if (stream) deps.mcpSessions.closeStream(owner);
     },
   };
+}
+
+/** An approved call the server answered with a JSON-RPC error (the executor's outcome is then `{error}`). */
+function ranWithError(json: unknown): boolean {
+  const r = json as { permission?: unknown; result?: unknown } | null;
+  return r?.permission === 'approved' && typeof r.result === 'object' && r.result !== null && 'error' in r.result;
 }

@@ -183,12 +183,12 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
       wrap,
       rewrite,
       stream: mcp?.stream,
+      onHeaders: mcp && ((status, h) => mcp.answered(status, h)),
     },
     res,
   );
   const upstreamSeconds = (performance.now() - sent) / 1000;
   if (isDenial(answer)) return { ...refuse(call, answer, res, deps), upstreamSeconds };
-  mcp?.answered(answer.status, answer.sessionId);
   return { call, outcome: { kind: 'forwarded', status: answer.status, responseBytes: answer.bytes }, upstreamSeconds };
 }
 

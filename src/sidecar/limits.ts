@@ -45,6 +45,8 @@ export interface Limits {
   adminCloseGraceMs: number;
   /** MCP sessions remembered with the agent that opened them; past it the least recently used is forgotten (its client starts anew). */
   mcpMaxSessions: number;
+  /** MCP sessions one agent may hold; opening one more forgets its own least recently used. */
+  mcpSessionsPerAgent: number;
   /** An MCP session unused this long is forgotten. */
   mcpSessionIdleMs: number;
   /** MCP server streams (GET) one agent may hold open at once: each holds a connection to the server. */
@@ -73,6 +75,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = {
   approvalSettleMinMs: 1_000,
   adminCloseGraceMs: 1_000,
   mcpMaxSessions: 100_000,
+  mcpSessionsPerAgent: 64,
   mcpSessionIdleMs: 24 * 3_600_000,
   mcpStreamsPerAgent: 8,
 };

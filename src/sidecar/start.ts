@@ -44,6 +44,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const egress = await egressIdentity(opts);
   // Always present (a reload may add hosts); consulted only while the policy lists hosts.
   const registered = new RegisteredAgents(agentRegistry(opts, shared));
+  const mcpSessions = mcpSessionStore({ maxSessions: limits.mcpMaxSessions, perOwner: limits.mcpSessionsPerAgent, idleMs: limits.mcpSessionIdleMs, now });
   const approvals = approvalService({
     opts,
     log,
@@ -52,11 +53,10 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     audit,
     sharedStore: shared?.accessRequests,
     // A human answers later: the approved call runs under the policy active then, which `state` (below) holds.
-    executor: { upstream, policy: () => state.current.policy, registered, now, rules: { tokenHeader, egress }, limits },
+    executor: { upstream, policy: () => state.current.policy, registered, now, rules: { tokenHeader, egress }, limits, mcpSessions },
   });
   metrics.setSources(metricSources(approvals, audit, now));
   const replay = opts.replay ?? shared?.replay ?? memoryReplayStore(opts.replayMaxEntries, log, now);
-  const mcpSessions = mcpSessionStore({ maxSessions: limits.mcpMaxSessions, idleMs: limits.mcpSessionIdleMs, now });
   const core = { policy: opts.policy, replay, tokenHeader, limits, now, upstream, log };
   const state = new SidecarState({ ...core, approvals, audit, metrics, egress, registered, mcpSessions });
 

@@ -40,7 +40,7 @@ export function unitDeps(policy: Policy, over: Partial<Deps> = {}): Deps {
     now: () => Date.parse('2026-06-01T00:00:00Z'),
     log: createLogger('error', () => {}),
     upstream: {} as Upstream,
-    mcpSessions: mcpSessionStore({ maxSessions: 100, idleMs: 60_000, now: () => Date.parse('2026-06-01T00:00:00Z') }),
+    mcpSessions: mcpSessionStore({ maxSessions: 100, perOwner: 10, idleMs: 60_000, now: () => Date.parse('2026-06-01T00:00:00Z') }),
     ...over,
   };
 }

@@ -1,9 +1,8 @@
 import { deny, isDenial, type Denial } from '../../errors.js';
 import { checkJsonRepresentation } from '../../http/body.js';
 import { parseStrictJsonBytes, StrictJsonError } from '../../json/strict.js';
-import { readMessage } from '../../mcp/message.js';
+import { readMessage, servesPermissionTool } from '../../mcp/message.js';
 import type { Deps } from '../deps.js';
-import { servesPermissionTool } from '../mcp.js';
 import { activeGrants } from '../authorize.js';
 import { sessionIdOf } from '../../mcp/sessions.js';
 import { advance, type Authenticated, type Buffered, type CapabilityCall, type JsonRpcParsed, type McpRead, type Routed } from '../phases.js';
@@ -71,10 +70,21 @@ export function checkReference<P extends CapabilityCall & JsonRpcParsed & McpRea
  * an ended one, or one from before a restart is 404 session_not_found: the
  * transport's spec has the client start a new session then.
  */
-export function checkSession<P extends McpRead & Authenticated & Routed>(call: P, deps: Deps): P | Denial {
+export function checkSession<P extends McpRead & Authenticated & Routed & Partial<JsonRpcParsed>>(call: P, deps: Deps): P | Denial {
   const id = sessionIdOf(call.req.rawHeaders);
   if (id === null) return deny('invalid_header', 'header "mcp-session-id" appears more than once');
-  if (id === undefined) return call;
+  // Tasks are found by id; a server's task store scopes them by session only when there is one: no session, no tasks.
+  if (id === undefined) return usesTasks(call) ? deny('session_not_found', 'MCP tasks need a session this agent opened (Mcp-Session-Id)') : call;
   const owner = deps.mcpSessions.ownerOf(id);
   return owner === call.verified.claims.iss ? call : deny('session_not_found', 'no MCP session with this id was opened by this agent here');
 }
+
+/** tasks/* and a tools/call that asks to run as a task (params.task). */
+function usesTasks(call: McpRead & JsonRpcParsedLike): boolean {
+  const method = call.mcp.method ?? '';
+  if (method.startsWith('tasks/')) return true;
+  const params = (call.rpc?.json as { params?: { task?: unknown } } | undefined)?.params;
+  return method === 'tools/call' && params?.task !== undefined;
+}
+
+type JsonRpcParsedLike = Partial<JsonRpcParsed>;

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isDenial, type Denial, type DenialCode } from '../../../src/errors.js';
-import { PERMISSION_TOOL, readMessage, sessionMessage, type McpMessage } from '../../../src/mcp/message.js';
+import { PERMISSION_TOOL, readMessage, type McpMessage } from '../../../src/mcp/message.js';
 import { loadPolicyText } from '../../../src/policy/load.js';
 import type { McpServer } from '../../../src/policy/types.js';
 
@@ -91,11 +91,6 @@ describe('readMessage: session traffic', () => {
     expect(codeOf(rpc({ result: {} }))).toBe('invalid_body');
     expect(codeOf(rpc({ error: { code: 1, message: 'x' } }))).toBe('invalid_body');
     expect(codeOf(rpc({}))).toBe('invalid_body');
-  });
-
-  it('sessionMessage (GET stream, DELETE) is the session route without a method', () => {
-    const m = sessionMessage(server);
-    expect(m).toEqual({ kind: 'session', arguments: {}, params: {}, route: server.sessionRoute });
   });
 });
 
