@@ -86,6 +86,20 @@ describe('review: the request_permission tool and the session it names', () => {
     expect(JSON.parse(await filed.body.text())).toMatchObject({ error: 'session_not_found' });
     expect(inbox.messages.filter((m: { event?: string }) => m.event === 'access_request')).toEqual([]);
   });
+
+  it('tasks need a session the agent opened: without one (a stateless server scopes no task) they are refused', async () => {
+    const before = server.received.length;
+    for (const body of ['{"jsonrpc":"2.0","id":2,"method":"tasks/list"}', '{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"t-1"}}']) {
+      const r = await post(env, env.bot, 'billing.mcp', body);
+      expect(r.statusCode).toBe(404);
+      expect(JSON.parse(await r.body.text())).toMatchObject({ error: 'session_not_found' });
+    }
+    const task = { name: 'refund', arguments: { invoice: 'x', amount: 5 }, task: { ttl: 60000 } };
+    const r = await post(env, env.other, 'refund', JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: task }));
+    expect(r.statusCode).toBe(404);
+    await r.body.text();
+    expect(server.received.length).toBe(before);
+  });
 });
 
 describe('review: a list answer the sidecar cannot read as JSON-RPC', () => {
