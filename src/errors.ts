@@ -73,6 +73,8 @@ export const DENIALS = {
   token_invalid: call(401, unverified),
   agent_not_found: call(401, unverified),
   token_expired: call(401, () => 'Your token has expired. Mint a fresh token for every call (lifetime at most 60 seconds) and retry.'),
+  /** The token names another request (htm, htu or ath): it was minted for a different method, URI or body. */
+  request_binding_mismatch: call(401, (d) => `${d.message}. Mint a token bound to this exact request (method, URL, body) and retry.`),
   token_replayed: call(401, () => 'Each token is single-use. Mint a new token (a new jti) for this call and retry.'),
   /** The shared replay store lost its data: tokens issued before the loss was detected are refused for one window. */
   replay_window_reset: call(

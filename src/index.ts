@@ -8,6 +8,7 @@ export {
   AGENT_PROOF_TYPE,
   MAX_TOKEN_LIFETIME_SECONDS,
   type AgentSigner,
+  type RequestToBind,
 } from './identity/client.js';
 export { createMcpFetch, type McpFetchOptions, type McpCapability } from './identity/mcp-fetch.js';
 export { generateAgentKeyPair, thumbprintOf, importAgentKey } from './identity/keys.js';

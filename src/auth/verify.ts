@@ -31,6 +31,10 @@ export interface AgentClaims extends TimeClaims {
   iss: string;
   aud: string;
   jti: string;
+  /** Request binding (Agent Auth, DPoP-style): the method, target URI and body hash the token was minted for. */
+  htm?: string;
+  htu?: string;
+  ath?: string;
 }
 
 export interface VerifiedToken {
@@ -89,5 +93,11 @@ function readClaims(p: Record<string, unknown>): AgentClaims | string {
     jti: p.jti as string,
   };
   if (p.nbf !== undefined) claims.nbf = p.nbf as number;
+  for (const name of ['htm', 'htu', 'ath'] as const) {
+    const v = p[name];
+    if (v === undefined) continue;
+    if (typeof v !== 'string' || v === '') return `claim "${name}" must be a non-empty string`;
+    claims[name] = v;
+  }
   return claims;
 }

@@ -1,3 +1,4 @@
+import { bodyHash } from '../auth/binding.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { importJWK, SignJWT, type JWK } from 'jose';
 import { thumbprintOf } from './keys.js';
@@ -21,12 +22,23 @@ export function tokenLifetime(ttlSeconds: number | undefined): number {
   return ttl;
 }
 
+/**
+ * The request a token is bound to (claims htm, htu, ath): the sidecar then accepts it on that request only.
+ * `url` is the URL the agent calls the service at (its public one: the issuer's origin); query and fragment are not bound.
+ */
+export interface RequestToBind {
+  method: string;
+  url: string | URL;
+  /** The exact body bytes that will be sent (none: an empty body). */
+  body?: string | Uint8Array;
+}
+
 export interface AgentSigner {
   agentId: string;
   /** The key thumbprint, sent as `iss`. */
   thumbprint: string;
   /** Mints a fresh single-use token for one call of `capability`; `ttlSeconds` 1 to 60 [60], anything else throws a RangeError. */
-  sign(capability: string, options?: { ttlSeconds?: number; now?: number; jti?: string }): Promise<string>;
+  sign(capability: string, options?: { ttlSeconds?: number; now?: number; jti?: string; bind?: RequestToBind }): Promise<string>;
 }
 
 /**
@@ -44,7 +56,7 @@ export async function createAgentSigner(privateJwk: JWK, agentId: string): Promi
     async sign(capability, options = {}) {
       const ttl = tokenLifetime(options.ttlSeconds);
       const iat = options.now ?? Math.floor(Date.now() / 1000);
-      return new SignJWT({})
+      return new SignJWT(options.bind ? bindingClaims(options.bind) : {})
         .setProtectedHeader({ alg: 'EdDSA', typ: AGENT_TOKEN_TYPE })
         .setSubject(agentId)
         .setIssuer(thumbprint)
@@ -55,6 +67,12 @@ export async function createAgentSigner(privateJwk: JWK, agentId: string): Promi
         .sign(key);
     },
   };
+}
+
+function bindingClaims(bind: RequestToBind): { htm: string; htu: string; ath: string } {
+  const url = new URL(String(bind.url));
+  const body = typeof bind.body === 'string' ? Buffer.from(bind.body) : bind.body;
+  return { htm: bind.method.toUpperCase(), htu: `${url.origin}${url.pathname}`, ath: bodyHash(body) };
 }
 
 /** An Ed25519 private JWK, imported for signing, and its public key's thumbprint (the tokens' `iss`). */

@@ -13,7 +13,7 @@ import { answerPermissionTool, mcpForwarding, type McpForwarding } from './mcp.j
 import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Finished, McpCall, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
 import { presentDenial } from './present.js';
 import { presentMcpDenial } from '../mcp/present.js';
-import { checkReplay, readToken, verifyToken } from './stages/authenticate.js';
+import { checkBinding, checkReplay, readToken, verifyToken } from './stages/authenticate.js';
 import { checkArguments, checkGrant, enforceConstraints } from './stages/authorize.js';
 import { readBody } from './stages/body.js';
 import { selectVariant, signAsAgent } from './stages/egress.js';
@@ -35,6 +35,7 @@ const AUTHORIZATION = Chain.of<CapabilityCall, Deps>()
   .then(checkGrant)          // step 9: active grant (before step 8: an agent without one never fills the window)
   .then(checkReplay)         // step 8: jti unseen in the window, now spent
   .then(readBody)            // bounded buffer: the bytes checked are the bytes sent
+  .then(checkBinding)        // a token bound to a request (htm, htu, ath) is used on that one only
   .then(checkArguments)      // step 9b: path, query or JSON body strictly read; max, min, in, not_in, exact; value approvals
   .then(enforceConstraints); // any violation left refuses the call
 
@@ -65,6 +66,7 @@ const MCP_AUTHORIZATION = Chain.of<McpCall, Deps>()
   .then(checkReference)      // completion/complete: a grant for the prompt or resource it names too
   .then(checkSession)        // the Mcp-Session-Id is one this agent opened
   .then(checkReplay)         // step 8
+  .then(checkBinding)        // htm, htu, ath
   .then(checkArguments)      // step 9b: the tool's own arguments (a resource's URI variables)
   .then(enforceConstraints);
 

@@ -1,3 +1,4 @@
+import { checkRequestBinding, publicOrigin } from '../../auth/binding.js';
 import { extractToken, tokenSent } from '../../auth/extract.js';
 import { refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../auth/replay.js';
 import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory } from '../../auth/verify.js';
@@ -5,7 +6,7 @@ import { deny, isDenial, type Denial } from '../../errors.js';
 import { verifyHostToken } from '../../registration/host-token.js';
 import type { Chain, Progress } from '../chain.js';
 import type { Deps } from '../deps.js';
-import { advance, type Authenticated, type HostAuthenticated, type Routed, type WithToken } from '../phases.js';
+import { advance, type Authenticated, type Buffered, type HostAuthenticated, type Routed, type WithToken } from '../phases.js';
 import { activeGrants } from '../authorize.js';
 
 /** Authorization: Bearer <agent+jwt> (or the configured header). */
@@ -99,4 +100,12 @@ function resetDenial(deps: Deps, jti: string, iat: number): Denial | undefined {
     'replay_window_reset',
     `token ${jti} was issued before (or within the clock skew after) the moment the replay store was found to have lost its data; retry with a fresh token in a few seconds`,
   );
+}
+
+/** A token bound to a request (htm, htu, ath) is used on that request only: the method, path and body bytes as they will be forwarded. */
+export function checkBinding<P extends Routed & Authenticated & Buffered>(call: P, deps: Deps): P | Denial {
+  const { claims } = call.verified;
+  if (claims.htm === undefined && claims.htu === undefined && claims.ath === undefined) return call;
+  const request = { method: call.req.method ?? '', path: call.target.path, body: call.body };
+  return checkRequestBinding(claims, request, publicOrigin(deps.policy.provider.issuer)) ?? call;
 }

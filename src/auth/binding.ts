@@ -1,0 +1,52 @@
+import { createHash } from 'node:crypto';
+import { deny, type Denial } from '../errors.js';
+import type { AgentClaims } from './verify.js';
+
+/** The request a bound token must be used on, as the sidecar will forward it. */
+export interface BoundRequest {
+  method: string;
+  /** The raw path as received (no query). */
+  path: string;
+  /** The body bytes as they will be forwarded (undefined: none). */
+  body: Buffer | undefined;
+}
+
+/**
+ * A token that names its request (`htm`, `htu`, `ath`, as Agent Auth and DPoP
+ * do) is used only on that request. `htm` is the method (any case); `htu`
+ * the target without query or fragment, compared as a string with the
+ * service's public origin (its issuer's) and the path exactly as received, as
+ * RFC 9449 §4.3 compares it (the agent's external URL, not the sidecar's
+ * listener); `ath` the base64url SHA-256 of the body bytes (of none: empty).
+ * Pure.
+ */
+export function checkRequestBinding(claims: Pick<AgentClaims, 'htm' | 'htu' | 'ath'>, request: BoundRequest, publicOrigin: string): Denial | undefined {
+  if (claims.htm !== undefined && claims.htm.toUpperCase() !== request.method.toUpperCase()) {
+    return deny('request_binding_mismatch', `the token is bound to method ${claims.htm}, not ${request.method}`);
+  }
+  if (claims.htu !== undefined) {
+    const bound = claims.htu.replace(/[?#].*$/s, '');
+    if (bound !== `${publicOrigin}${request.path}`)
+      return deny('request_binding_mismatch', `the token is bound to ${bound}, not ${publicOrigin}${request.path}`);
+  }
+  if (claims.ath !== undefined && claims.ath !== bodyHash(request.body)) {
+    return deny('request_binding_mismatch', 'the token is bound to another body (ath is not the SHA-256 of these bytes)');
+  }
+  return undefined;
+}
+
+/** base64url(SHA-256(body)): the `ath` of a request with this body. */
+export function bodyHash(body: Uint8Array | undefined): string {
+  return createHash('sha256')
+    .update(body ?? new Uint8Array())
+    .digest('base64url');
+}
+
+/** The origin htu names this service by: its issuer's (the URL agents are told to use). */
+export function publicOrigin(issuer: string): string {
+  try {
+    return new URL(issuer).origin;
+  } catch {
+    return issuer.replace(/\/+$/, '');
+  }
+}

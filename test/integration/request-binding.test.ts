@@ -1,0 +1,62 @@
+import { SignJWT, importJWK } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bodyHash } from '../../src/auth/binding.js';
+import { startTestSidecar, type TestSidecar } from '../support/fixture.js';
+import { call, invoice } from '../support/http.js';
+
+/** The billing policy's issuer: the public origin agents call the service at, what htu names. */
+const ORIGIN = 'https://billing.example.com';
+
+describe('request binding (htm, htu, ath) on the seed profile', () => {
+  let env: TestSidecar;
+  beforeAll(async () => {
+    env = await startTestSidecar();
+  });
+  afterAll(async () => {
+    await env.close();
+  });
+
+  it('a token bound to its call passes; the same binding on another method, URI or body is refused before the app', async () => {
+    const body = invoice();
+    const bound = (over: Partial<{ method: string; url: string; body: string }> = {}) =>
+      env.bot.signer.sign('createInvoice', { bind: { method: 'POST', url: `${ORIGIN}/invoices`, body, ...over } });
+    const ok = await call(env, { method: 'POST', path: '/invoices', body, token: await bound() });
+    expect(ok.status).toBe(200);
+    const seen = env.app.requests.length;
+    const cases: [string, Promise<string>, string][] = [
+      ['another body', bound(), invoice({ amount: 999 })],
+      ['another method', bound({ method: 'PUT' }), body],
+      ['another path', bound({ url: `${ORIGIN}/invoices/x` }), body],
+      ['another service', bound({ url: 'http://evil.example/invoices' }), body],
+    ];
+    for (const [label, token, sent] of cases) {
+      const r = await call(env, { method: 'POST', path: '/invoices', body: sent, token: await token });
+      expect({ label, status: r.status, error: r.json?.error }).toEqual({ label, status: 401, error: 'request_binding_mismatch' });
+    }
+    expect(env.app.requests.length).toBe(seen);
+  });
+
+  it('htm is compared in any case, htu without its query; a GET binds the empty body', async () => {
+    const token = await env.bot.signer.sign('getInvoice', { bind: { method: 'get', url: `${ORIGIN}/invoices/inv-1?ignored=1` } });
+    expect((await call(env, { path: '/invoices/inv-1', token })).status).toBe(200);
+    const other = await env.bot.signer.sign('getInvoice', { bind: { method: 'GET', url: `${ORIGIN}/invoices/inv-1` } });
+    expect((await call(env, { path: '/invoices/inv-2', token: other })).json).toMatchObject({ error: 'request_binding_mismatch' });
+  });
+
+  it("a hand-minted token bound to POST http://evil/x is refused on GET /invoices/inv-1 (the issue's case); a malformed claim is token_invalid", async () => {
+    const key = await importJWK(env.bot.privateJwk, 'EdDSA');
+    const mint = (claims: Record<string, unknown>) =>
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: 'EdDSA', typ: 'agent+jwt' })
+        .setSubject(env.bot.id)
+        .setIssuer(env.bot.signer.thumbprint)
+        .setAudience('getInvoice')
+        .setIssuedAt()
+        .setExpirationTime('60s')
+        .setJti(crypto.randomUUID())
+        .sign(key);
+    const evil = await mint({ htm: 'POST', htu: 'http://evil/x', ath: bodyHash(Buffer.from('{}')) });
+    expect((await call(env, { path: '/invoices/inv-1', token: evil })).json).toMatchObject({ error: 'request_binding_mismatch' });
+    expect((await call(env, { path: '/invoices/inv-1', token: await mint({ htm: 7 }) })).json).toMatchObject({ error: 'token_invalid' });
+  });
+});
