@@ -35,8 +35,8 @@ export interface ExecutorDeps {
 export function approvalExecutor(deps: ExecutorDeps): Executor {
   return async (r) => {
     const body = r.body === undefined ? undefined : Buffer.from(r.body, 'base64');
-    const refused = await stillAuthorized(r, body, deps);
-    if (refused) return { status: statusOf(refused.code), body: denialBody(refused) };
+    const authorized = await stillAuthorized(r, body, deps);
+    if (isDenial(authorized)) return { status: statusOf(authorized.code), body: denialBody(authorized) };
     // Egress: the provider gets the sidecar's key and no identity headers, exactly as on a normal call.
     const headers = appRequestHeaders(
       [...r.headers, ...(body ? ['content-type', 'application/json'] : [])],
@@ -54,7 +54,7 @@ export function approvalExecutor(deps: ExecutorDeps): Executor {
     });
     const type = String(answer.headers['content-type'] ?? '');
     // An MCP server answers JSON-RPC, maybe as a stream: the result (or error) of the approved message is the outcome.
-    const mcpId = deps.policy().capabilities.get(r.capability)?.mcp ? mcpMessageId(body) : undefined;
+    const { mcpId } = authorized;
     const response = mcpId !== undefined ? jsonRpcResponse(type, answer.body.toString('utf8'), mcpId) : undefined;
     if (response) return { status: answer.status, contentType: 'application/json', body: 'result' in response ? response.result : { error: response.error } };
     let parsed: unknown = answer.body.toString('utf8');
@@ -69,18 +69,10 @@ export function approvalExecutor(deps: ExecutorDeps): Executor {
   };
 }
 
-/** The id of an approved MCP message (planned calls to an MCP server are JSON-RPC requests); undefined for any other call. */
-function mcpMessageId(body: Buffer | undefined): string | number | undefined {
-  if (!body) return undefined;
-  try {
-    const m = JSON.parse(body.toString('utf8')) as { jsonrpc?: unknown; id?: unknown };
-    return m.jsonrpc === '2.0' && (typeof m.id === 'string' || typeof m.id === 'number') ? m.id : undefined;
-  } catch {
-    return undefined;
-  }
-}
+/** A route match, and for an MCP message its arguments and JSON-RPC id (to find its answer by). */
+type Match = { route: Route; params: Record<string, string>; arguments?: Record<string, unknown>; id?: string | number };
 
-function mcpMatch(server: McpServer, body: Buffer | undefined): { route: Route; params: Record<string, string>; arguments: Record<string, unknown> } | Denial {
+function mcpMatch(server: McpServer, body: Buffer | undefined): Match | Denial {
   let json: unknown;
   try {
     json = parseStrictJsonBytes(body ?? Buffer.alloc(0));
@@ -88,10 +80,12 @@ function mcpMatch(server: McpServer, body: Buffer | undefined): { route: Route; 
     return deny('invalid_body', `the approved MCP message is not JSON: ${(err as Error).message}`);
   }
   const message = readMessage(server, json, false);
-  return isDenial(message) ? message : { route: message.route, params: { ...message.params }, arguments: { ...message.arguments } };
+  if (isDenial(message)) return message;
+  return { route: message.route, params: { ...message.params }, arguments: { ...message.arguments }, ...(message.id !== undefined ? { id: message.id } : {}) };
 }
 
-async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps: ExecutorDeps): Promise<Denial | undefined> {
+/** The approved call is still allowed (and, to an MCP server, the id its answer carries), or why not. */
+async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps: ExecutorDeps): Promise<Denial | { mcpId?: string | number }> {
   const policy = deps.policy();
   const agent: Agent | undefined = policy.agents.get(r.agentId) ?? (await deps.registered?.get(r.agentId, policy));
   if (!agent) return deny('capability_denied', `agent "${r.agentId}" is no longer known`);
@@ -103,8 +97,7 @@ async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps:
   if (isDenial(target)) return target;
   const found = matchRoute(policy.routes, r.method, target.segments);
   // An MCP server's path: the planned JSON-RPC message says which tool (and so which capability) it is.
-  const match: { route: Route; params: Record<string, string>; arguments?: Record<string, unknown> } | Denial | undefined =
-    found?.route.kind === 'capability' && found.route.mcp ? mcpMatch(found.route.mcp, body) : found;
+  const match: Match | Denial | undefined = found?.route.kind === 'capability' && found.route.mcp ? mcpMatch(found.route.mcp, body) : found;
   if (isDenial(match)) return match;
   if (!match || match.route.kind !== 'capability' || match.route.capability.name !== r.capability) {
     return deny('capability_denied', `${r.method} ${target.path} is no longer the capability "${r.capability}"`);
@@ -122,5 +115,5 @@ async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps:
     },
     { policy, now: deps.now },
   );
-  return isDenial(authorization) ? authorization : undefined;
+  return isDenial(authorization) ? authorization : match.id !== undefined ? { mcpId: match.id } : {};
 }

@@ -1,16 +1,15 @@
+import { PERMISSION_TOOL, RESOURCE_METHODS } from '../mcp/message.js';
 import { matchUriTemplate, parseUriTemplate, type UriTemplate } from '../mcp/uri-template.js';
+import type { McpTarget } from '../policy/types.js';
 import type { AgentSigner } from './client.js';
 
-/** The sidecar's own tool (src/mcp/message.ts PERMISSION_TOOL): its token's aud is the tool's name. */
-const PERMISSION_TOOL = 'request_permission';
-const RESOURCE_METHODS: ReadonlySet<string> = new Set(['resources/read', 'resources/subscribe', 'resources/unsubscribe']);
 /** A sidecar lists a few hundred capabilities at most; a cursor loop past this is a broken list, not a big policy. */
 const MAX_PAGES = 100;
 
 /** One capability as GET /capability/list shows it (only what the audience needs). */
 export interface McpCapability {
   name: string;
-  mcp?: { kind: 'session' | 'tool' | 'prompt' | 'resource'; path: string; name?: string; uri?: string };
+  mcp?: McpTarget;
 }
 
 export interface McpFetchOptions {

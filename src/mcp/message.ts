@@ -48,7 +48,7 @@ const SESSION_METHODS: ReadonlySet<string> = new Set([
   'tasks/result',
   'tasks/cancel',
 ]);
-const RESOURCE_METHODS: ReadonlySet<string> = new Set(['resources/read', 'resources/subscribe', 'resources/unsubscribe']);
+export const RESOURCE_METHODS: ReadonlySet<string> = new Set(['resources/read', 'resources/subscribe', 'resources/unsubscribe']);
 
 /**
  * Classifies one parsed JSON-RPC message sent to `server`. Pure: the same

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { pipeline, type Readable } from 'node:stream';
 import { deny, type Denial } from '../errors.js';
+import { parseContentType } from '../http/body.js';
 import { relayAnswer, writeRewrittenJson } from '../http/respond.js';
 import { rewriteJsonText, type MessageRewrite } from './rewrite.js';
 import { sseRewriter } from './sse.js';
@@ -18,7 +19,8 @@ export async function relayRewritten(
   body: Readable,
   rewrite: MessageRewrite,
 ): Promise<{ status: number; bytes: number } | Denial> {
-  const type = mediaType(headers['content-type']);
+  const given = headers['content-type'];
+  const type = parseContentType((Array.isArray(given) ? given[0] : given) ?? '').essence;
   if (headers['content-encoding'] || (type !== 'application/json' && type !== 'text/event-stream')) {
     body.destroy();
     return deny(
@@ -42,10 +44,6 @@ export async function relayRewritten(
 }
 
 const MAX_LIST_BYTES = 8 * 1024 * 1024;
-
-function mediaType(type: string | string[] | undefined): string {
-  return (Array.isArray(type) ? type[0] : type)?.split(';')[0]?.trim().toLowerCase() ?? '';
-}
 
 async function readText(body: Readable, max: number): Promise<string | undefined> {
   const chunks: Buffer[] = [];

@@ -34,8 +34,3 @@ export function rewriteJsonText(text: string, rewrite: MessageRewrite): string |
   const out = Array.isArray(parsed) ? parsed.map((m) => apply(m, rewrite)) : apply(parsed, rewrite);
   return JSON.stringify(out);
 }
-
-/** `text` with `rewrite` applied to its message (or each element of an array); unchanged if it is not JSON. */
-export function rewriteJsonBody(text: string, rewrite: MessageRewrite): string {
-  return rewriteJsonText(text, rewrite) ?? text;
-}

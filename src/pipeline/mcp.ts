@@ -1,6 +1,6 @@
 import { deny, isDenial, type Denial } from '../errors.js';
 import { jsonReply, type Reply } from '../http/respond.js';
-import { filterListResult, isListMethod } from '../mcp/lists.js';
+import { filterListResult, isListMethod, type ListViewer } from '../mcp/lists.js';
 import { servesPermissionTool, type McpMessage } from '../mcp/message.js';
 import { rpcResult } from '../mcp/present.js';
 import type { MessageRewrite } from '../mcp/rewrite.js';
@@ -24,9 +24,13 @@ export function listRewrite(mcp: McpMessage, agent: Pick<Agent, 'id' | 'grants'>
     if (typeof message !== 'object' || message === null) return message;
     const m = message as Record<string, unknown>;
     if (m.id !== id || typeof m.result !== 'object' || m.result === null) return message;
-    const viewer = { agent, policy: deps.policy, nowMs: deps.now(), permissionTool: servesPermissionTool(deps.policy) };
-    return { ...m, result: filterListResult(method, m.result as Record<string, unknown>, server, viewer) };
+    return { ...m, result: filterListResult(method, m.result as Record<string, unknown>, server, viewerOf(agent, deps)) };
   };
+}
+
+/** Who reads a list answer, at the moment it passes. */
+function viewerOf(agent: Pick<Agent, 'id' | 'grants'>, deps: Deps): ListViewer {
+  return { agent, policy: deps.policy, nowMs: deps.now(), permissionTool: servesPermissionTool(deps.policy) };
 }
 
 /** Which list a response is, by the shape of its result (a stream's messages answer requests the sidecar did not see). */
@@ -51,8 +55,7 @@ export function streamRewrite(server: McpServer | undefined, agent: Pick<Agent, 
     if (typeof result !== 'object' || result === null) return message;
     const shape = LIST_SHAPES.find(([key]) => Array.isArray((result as Record<string, unknown>)[key]));
     if (!shape) return message;
-    const viewer = { agent, policy: deps.policy, nowMs: deps.now(), permissionTool: servesPermissionTool(deps.policy) };
-    return { ...m, result: filterListResult(shape[1], result as Record<string, unknown>, server, viewer) };
+    return { ...m, result: filterListResult(shape[1], result as Record<string, unknown>, server, viewerOf(agent, deps)) };
   };
 }
 
