@@ -87,6 +87,8 @@ export const DENIALS = {
     (d, ctx) => `You may not call ${ctx.capability}: ${d.message}. Retrying will not help; an operator must grant you this capability.`,
   ),
   constraint_violated: call(403, violationGuidance),
+  /** Requested constraints with an operator the sidecar does not know (the Agent Auth Protocol's 400; `operators` lists them). */
+  unknown_constraint_operator: call(400),
   // registration (host tokens)
   host_not_found: call(401),
   agent_limit_reached: call(403),
@@ -94,6 +96,8 @@ export const DENIALS = {
   invalid_agent_key: call(400),
   /** A registration without a valid proof that the caller holds the agent's private key. */
   proof_invalid: call(401),
+  /** POST /agent/rotate-key for an agent the policy lists: its key is changed in the policy, not by a host. */
+  key_managed_by_policy: call(409),
   // request_permission
   not_found: call(404),
   approval_not_needed: call(409, (_d, ctx) =>

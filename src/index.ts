@@ -4,10 +4,15 @@ export {
   mintAgentToken,
   createAgentProof,
   registrationRequest,
+  createHostSigner,
+  hostTokenHash,
   AGENT_TOKEN_TYPE,
   AGENT_PROOF_TYPE,
+  HOST_TOKEN_TYPE,
   MAX_TOKEN_LIFETIME_SECONDS,
   type AgentSigner,
+  type HostSigner,
+  type HostSignerOptions,
   type RequestToBind,
 } from './identity/client.js';
 export { createMcpFetch, type McpFetchOptions, type McpCapability } from './identity/mcp-fetch.js';

@@ -2,8 +2,6 @@ import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { Pool } from 'undici';
 import { deny, type Denial } from '../errors.js';
-import type { Constraints, Policy } from '../policy/types.js';
-import { presentSuccess } from '../pipeline/present.js';
 import { downstreamResponseHeaders } from '../http/headers.js';
 import { relayAnswer, writeRewrittenJson } from '../http/respond.js';
 import { relayRewritten } from '../mcp/relay.js';
@@ -19,8 +17,8 @@ export interface ForwardRequest {
   requestId: string;
   /** Sent back as Agent-Permission on capability calls. */
   permission?: 'not_required' | 'approved';
-  /** `envelope: all`: wrap a successful JSON answer in the ConstraintAwareResult. */
-  wrap?: { policy: Policy; capability: string; constraints?: Constraints };
+  /** A successful JSON answer, rewritten (`envelope: all`'s ConstraintAwareResult, execute's {data}). */
+  wrap?: (result: unknown) => unknown;
   /** An MCP list request: each JSON-RPC message of the answer (JSON or SSE) rewritten on its way back. */
   rewrite?: MessageRewrite;
   /** A long-lived stream (an MCP server's GET): sent on its own pool, so open streams never hold the connections calls need. */
@@ -83,7 +81,7 @@ export class Upstream {
     if (req.permission) headers['agent-permission'] = req.permission;
     if (req.wrap && upstream.statusCode < 300 && isJson(headers['content-type']) && !headers['content-encoding']) {
       res.off('close', onClose);
-      const text = JSON.stringify(presentSuccess(req.wrap.policy, req.wrap.capability, req.wrap.constraints, await readJson(upstream.body)));
+      const text = JSON.stringify(req.wrap(await readJson(upstream.body)));
       writeRewrittenJson(res, upstream.statusCode, headers, text);
       return { status: upstream.statusCode };
     }

@@ -35,6 +35,17 @@ export function checkRequestBinding(claims: Pick<AgentClaims, 'htm' | 'htu' | 'a
   return undefined;
 }
 
+/**
+ * What a token lacks where the policy requires binding: htm and htu always,
+ * ath whenever the request has a body (a body-less request has nothing a
+ * missing ath could let someone change). Pure.
+ */
+export function missingBinding(claims: Pick<AgentClaims, 'htm' | 'htu' | 'ath'>, body: Buffer | undefined): string | undefined {
+  const missing: string[] = (['htm', 'htu'] as const).filter((c) => claims[c] === undefined);
+  if (claims.ath === undefined && body !== undefined && body.length > 0) missing.push('ath');
+  return missing.length ? `the token carries no ${missing.join(', ')}` : undefined;
+}
+
 /** base64url(SHA-256(body)): the `ath` of a request with this body. */
 export function bodyHash(body: Uint8Array | undefined): string {
   return createHash('sha256')

@@ -28,9 +28,12 @@ export const REPLAY_TTL_MS = (REPLAY_WINDOW_SECONDS + 1) * 1000;
 
 export interface AgentClaims extends TimeClaims {
   sub: string;
-  iss: string;
+  /** agents-chain: the agent key's thumbprint. agent-auth-v1: the host's (thumbprint or id), the agent's own, or absent. */
+  iss?: string;
   aud: string;
   jti: string;
+  /** agent-auth-v1: the capabilities this token may be used for (absent: any the agent holds). */
+  capabilities?: string[];
   /** Request binding (Agent Auth, DPoP-style): the method, target URI and body hash the token was minted for. */
   htm?: string;
   htu?: string;
@@ -48,26 +51,44 @@ export interface AgentDirectory {
 }
 
 /**
+ * What a token must be for. agents-chain: `aud` is the capability (or a
+ * sidecar endpoint's audience). agent-auth-v1: `aud` is one of this service's
+ * URLs (its issuer, origin, execute endpoint, or the capability's location),
+ * `iss` one of `issuers` or absent, a header `kid` the agent key's thumbprint,
+ * and a `capabilities` claim, when present, names the capability.
+ */
+export type Expected =
+  | { profile: 'agents-chain'; capability: string }
+  | { profile: 'agent-auth-v1'; capability?: string; location?: string; urls: ReadonlySet<string>; issuers: (agent: Agent) => readonly string[] };
+
+/**
  * Steps 1–7 of the spec's verification table, in its order. Step 8 (replay)
  * needs the store and step 9 (grant) the policy's grants: they are their own
  * pipeline stages. The form, header and signature rules are jws.ts's, the claim
  * rules claims.ts's (shared with host and proof tokens). The key is only ever
  * the directory's key for `sub`; a `kid` in the header is never used.
  */
-export async function verifyAgentToken(token: string, capability: string, agents: AgentDirectory, nowSeconds: number): Promise<VerifiedToken | Denial> {
+export async function verifyAgentToken(token: string, expectedFor: Expected | string, agents: AgentDirectory, nowSeconds: number): Promise<VerifiedToken | Denial> {
+  // A plain string: the seed's profile, aud = that capability.
+  const expected: Expected = typeof expectedFor === 'string' ? { profile: 'agents-chain', capability: expectedFor } : expectedFor;
   // 1–2: decode header and payload, confirm typ, alg and the header members; claim types.
   const jws = decodeJws(token, AGENT_TOKEN_TYPE);
   if (typeof jws === 'string') return deny('token_invalid', jws);
-  const claims = readClaims(jws.payload);
+  const claims = readClaims(jws.payload, expected.profile);
   if (typeof claims === 'string') return deny('token_invalid', claims);
 
   // 3: sub names a registered agent.
   const agent = await agents.get(claims.sub);
   if (!agent) return deny('agent_not_found', `no agent "${claims.sub}" is registered`);
-  // 4: iss is that agent's key thumbprint.
-  if (claims.iss !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token iss is not the thumbprint of the agent's key");
-  // 5: aud is the capability being called.
-  if (claims.aud !== capability) return denyAs(agent, 'capability_denied', `token is for "${claims.aud}", not "${capability}"`);
+  if (expected.profile === 'agents-chain') {
+    // 4: iss is that agent's key thumbprint.
+    if (claims.iss !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token iss is not the thumbprint of the agent's key");
+    // 5: aud is the capability being called.
+    if (claims.aud !== expected.capability) return denyAs(agent, 'capability_denied', `token is for "${claims.aud}", not "${expected.capability}"`);
+  } else {
+    const refused = agentAuthProblem(agent, jws.header.kid, claims, expected);
+    if (refused) return refused;
+  }
   // 6: signature, with the policy's key only.
   if (!signatureValid(token, agent.key)) return denyAs(agent, 'token_invalid', 'token signature is invalid');
   // 7: lifetime and clock.
@@ -81,18 +102,45 @@ function denyAs(agent: Agent, ...args: Parameters<typeof deny>): Denial {
   return { ...deny(...args), agentId: agent.id };
 }
 
-function readClaims(p: Record<string, unknown>): AgentClaims | string {
-  const problem = stringProblem(p, 'sub') ?? stringProblem(p, 'iss') ?? audienceProblem(p, 'the capability name') ?? timeProblem(p) ?? jtiProblem(p);
+/**
+ * Steps 4–5 in the Agent Auth profile: the key is the one `sub` names (a
+ * header `kid` must be its thumbprint, never a way to pick another key), the
+ * issuer is the agent's host or the agent itself, the audience this service.
+ */
+function agentAuthProblem(agent: Agent, kid: unknown, claims: AgentClaims, expected: Extract<Expected, { profile: 'agent-auth-v1' }>): Denial | undefined {
+  if (kid !== undefined && kid !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token kid is not the thumbprint of the agent's key");
+  if (claims.iss !== undefined && !expected.issuers(agent).includes(claims.iss))
+    return denyAs(agent, 'token_invalid', "token iss is neither the agent's host nor the agent's key thumbprint");
+  if (!expected.urls.has(claims.aud) && claims.aud !== expected.location) return denyAs(agent, 'token_invalid', `token aud "${claims.aud}" is not this service (${[...expected.urls][0]})`);
+  if (claims.capabilities && expected.capability !== undefined && !claims.capabilities.includes(expected.capability))
+    return denyAs(agent, 'capability_denied', `the token's capabilities claim does not include "${expected.capability}"`);
+  return undefined;
+}
+
+function readClaims(p: Record<string, unknown>, profile: Expected['profile']): AgentClaims | string {
+  const v1 = profile === 'agent-auth-v1';
+  const problem =
+    stringProblem(p, 'sub') ??
+    (v1 && p.iss === undefined ? undefined : stringProblem(p, 'iss')) ??
+    audienceProblem(p, v1 ? "this service's URL" : 'the capability name') ??
+    timeProblem(p) ??
+    jtiProblem(p);
   if (problem) return problem;
   const claims: AgentClaims = {
     sub: p.sub as string,
-    iss: p.iss as string,
     aud: p.aud as string,
     iat: p.iat as number,
     exp: p.exp as number,
     jti: p.jti as string,
   };
+  if (p.iss !== undefined) claims.iss = p.iss as string;
   if (p.nbf !== undefined) claims.nbf = p.nbf as number;
+  if (v1 && p.capabilities !== undefined) {
+    const caps = p.capabilities;
+    if (!Array.isArray(caps) || caps.length === 0 || !caps.every((c) => typeof c === 'string' && c !== ''))
+      return 'claim "capabilities" must be a non-empty array of capability names';
+    claims.capabilities = caps as string[];
+  }
   for (const name of ['htm', 'htu', 'ath'] as const) {
     const v = p[name];
     if (v === undefined) continue;

@@ -11,7 +11,7 @@ Usage: agents-chain <command> [options]
 Commands:
   serve         run the sidecar in front of an app
   keygen        create an Ed25519 key pair for an agent or a host
-  register      register an agent with a sidecar, as a trusted host
+  register      register an agent with a sidecar as a trusted host (status, revoke)
   inject        add the sidecar to Kubernetes manifests (stdin to stdout; a Helm post-renderer)
   webhook       the same injection as a mutating admission webhook (HTTPS)
   capture       install the iptables rules that send a pod's inbound TCP to the sidecar (init container)

@@ -1,12 +1,13 @@
 import type { Constraints } from '../policy/types.js';
 import type { ArgumentValue } from './evaluate.js';
+import { constrainedSpellings } from './rules.js';
 
 /** Methods whose arguments travel in the URL; the others carry a JSON body. */
 export const URL_ARGUMENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 
 /** Where each constrained field is read from, decided by the route alone. */
 export interface ArgumentPlan {
-  /** Constrained query parameter names (URL-argument methods only). */
+  /** Constrained query parameter names, aliases included (URL-argument methods only). */
   query: Set<string>;
   /** True when some rule reads the JSON body. */
   body: boolean;
@@ -14,9 +15,10 @@ export interface ArgumentPlan {
   bodyRoots: Set<string>;
 }
 
+/** Every spelling a rule reads (its field and its aliases) is planned like a field of its own. */
 export function planArguments(constraints: Constraints, method: string, pathParams: Readonly<Record<string, string>>): ArgumentPlan {
   const plan: ArgumentPlan = { query: new Set(), body: false, bodyRoots: new Set() };
-  for (const field of Object.keys(constraints)) {
+  for (const field of constrainedSpellings(constraints)) {
     if (Object.hasOwn(pathParams, field)) continue;
     if (URL_ARGUMENT_METHODS.has(method)) plan.query.add(field);
     else {

@@ -1,5 +1,6 @@
 import type { ConstraintViolation } from '../errors.js';
 import type { ConstraintRule, Constraints, Scalar } from '../policy/types.js';
+import { operatorsOf, spellingsOf } from './rules.js';
 
 /**
  * An argument as found in the request. `fromUrl` values (query and path
@@ -56,51 +57,70 @@ function describe(v: unknown): string {
   return v === undefined ? 'absent' : JSON.stringify(v);
 }
 
-/** Evaluates every rule; returns all violations (empty when the call complies). */
+/**
+ * Evaluates every rule; returns all violations (empty when the call complies).
+ * A rule reads every spelling of its field (the field, then its aliases): each
+ * one present is checked, since the app may read any of them, and the rule's
+ * violation names the spelling at fault. No spelling present is a violation
+ * of each operator, unless the rule is optional.
+ */
 export function evaluateConstraints(constraints: Constraints, lookup: (field: string) => ArgumentValue): ConstraintViolation[] {
   const out: ConstraintViolation[] = [];
   for (const [field, rule] of Object.entries(constraints)) {
-    const arg = lookup(field);
-    for (const v of checkRule(field, rule, arg)) out.push(v);
+    const spellings = spellingsOf(field, rule);
+    let found = 0;
+    for (const spelling of spellings) {
+      const arg = lookup(spelling);
+      if (!arg.present) continue;
+      found++;
+      const label = spelling === field ? field : `${spelling} (an alias of ${field})`;
+      for (const v of checkValue(spelling, label, rule, arg)) out.push(v);
+    }
+    if (found === 0 && rule.optional !== true) for (const v of absentViolations(field, spellings, rule)) out.push(v);
   }
   return out;
 }
 
-function checkRule(field: string, rule: ConstraintRule, arg: ArgumentValue): ConstraintViolation[] {
+function absentViolations(field: string, spellings: string[], rule: ConstraintRule): ConstraintViolation[] {
+  const named = spellings.length > 1 ? `${field} (or ${spellings.slice(1).join(', ')})` : field;
+  return operatorsOf(rule).map((op) => ({
+    field,
+    constraint: op,
+    expected: rule[op],
+    actual: null,
+    message: `${named} is required by the "${op}" constraint but is absent`,
+    absent: true as const,
+  }));
+}
+
+/** The operators of a rule against one present value; `label` is how messages name the field. */
+function checkValue(field: string, label: string, rule: ConstraintRule, arg: Extract<ArgumentValue, { present: true }>): ConstraintViolation[] {
   const out: ConstraintViolation[] = [];
-  const actual = arg.present ? arg.value : undefined;
+  const actual = arg.value;
   const fail = (constraint: ConstraintViolation['constraint'], expected: unknown, message: string): void => {
-    out.push(
-      arg.present ? { field, constraint, expected, actual: actual ?? null, message } : { field, constraint, expected, actual: null, message, absent: true },
-    );
+    out.push({ field, constraint, expected, actual: actual ?? null, message });
   };
-  if (!arg.present) {
-    for (const op of Object.keys(rule) as ConstraintViolation['constraint'][]) {
-      fail(op, rule[op], `${field} is required by the "${op}" constraint but is absent`);
-    }
-    return out;
-  }
   if (rule.max !== undefined) {
     const n = asNumber(arg);
-    if (n === undefined) fail('max', rule.max, `${field} must be a number <= ${rule.max}, got ${describe(actual)}`);
-    else if (n > rule.max) fail('max', rule.max, `${field} must be <= ${rule.max}, got ${n}`);
+    if (n === undefined) fail('max', rule.max, `${label} must be a number <= ${rule.max}, got ${describe(actual)}`);
+    else if (n > rule.max) fail('max', rule.max, `${label} must be <= ${rule.max}, got ${n}`);
   }
   if (rule.min !== undefined) {
     const n = asNumber(arg);
-    if (n === undefined) fail('min', rule.min, `${field} must be a number >= ${rule.min}, got ${describe(actual)}`);
-    else if (n < rule.min) fail('min', rule.min, `${field} must be >= ${rule.min}, got ${n}`);
+    if (n === undefined) fail('min', rule.min, `${label} must be a number >= ${rule.min}, got ${describe(actual)}`);
+    else if (n < rule.min) fail('min', rule.min, `${label} must be >= ${rule.min}, got ${n}`);
   }
   if (rule.in !== undefined && !rule.in.some((e) => equals(arg, e))) {
-    fail('in', rule.in, `${field} must be one of ${JSON.stringify(rule.in)}, got ${describe(actual)}`);
+    fail('in', rule.in, `${label} must be one of ${JSON.stringify(rule.in)}, got ${describe(actual)}`);
   }
   if (rule.not_in !== undefined) {
     if (!isScalar(actual))
-      fail('not_in', rule.not_in, `${field} must be a string, number or boolean not in ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
+      fail('not_in', rule.not_in, `${label} must be a string, number or boolean not in ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
     else if (rule.not_in.some((e) => looselyEquals(actual, e)))
-      fail('not_in', rule.not_in, `${field} must not be one of ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
+      fail('not_in', rule.not_in, `${label} must not be one of ${JSON.stringify(rule.not_in)}, got ${describe(actual)}`);
   }
   if (rule.exact !== undefined && !equals(arg, rule.exact)) {
-    fail('exact', rule.exact, `${field} must be exactly ${JSON.stringify(rule.exact)}, got ${describe(actual)}`);
+    fail('exact', rule.exact, `${label} must be exactly ${JSON.stringify(rule.exact)}, got ${describe(actual)}`);
   }
   return out;
 }

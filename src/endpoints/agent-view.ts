@@ -10,6 +10,7 @@ export function agentView(a: RegisteredAgent) {
     mode: a.mode,
     registered_at: new Date(a.registeredAt).toISOString(),
     ...(a.revokedAt ? { revoked_at: new Date(a.revokedAt).toISOString() } : {}),
+    ...(a.keyRotatedAt ? { key_rotated_at: new Date(a.keyRotatedAt).toISOString() } : {}),
     agent_capability_grants: a.grants.map((g) => ({
       capability: g.capability,
       status: a.status === 'active' ? 'active' : 'revoked',

@@ -1,8 +1,9 @@
 import { deny } from '../errors.js';
 import { jsonReply } from '../http/respond.js';
-import { grantKey, type Grant } from '../policy/types.js';
+import { grantKey } from '../policy/types.js';
 import { grantsFor } from '../pipeline/authorize.js';
 import { defineEndpoint } from './endpoint.js';
+import { grantView } from './grant-view.js';
 
 /**
  * GET /capability/list?cursor=&limit=: the policy's capabilities by name;
@@ -46,9 +47,3 @@ export const capabilityList = defineEndpoint({
     return jsonReply(200, { capabilities, ...(names.length > limit && last ? { next_cursor: Buffer.from(last).toString('base64url') } : {}) });
   },
 });
-
-function grantView(g: Grant | undefined, now: number) {
-  if (!g) return { status: 'none' };
-  const status = g.status === 'revoked' ? 'revoked' : g.expiresAt !== undefined && g.expiresAt <= now ? 'expired' : 'active';
-  return { status, constraints: g.constraints, ...(g.expiresAt !== undefined ? { expires_at: new Date(g.expiresAt).toISOString() } : {}) };
-}

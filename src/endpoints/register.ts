@@ -34,7 +34,7 @@ async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<
   const { host, claims } = call.host;
   const body = await readJsonObject(
     call.req,
-    'registration needs a JSON object {name, agent_proof, capabilities?, mode?, reason?}',
+    'registration needs a JSON object {name, agent_proof, capabilities?, mode?, reason?, host_name?}',
     deps.limits.maxControlBodyBytes,
   );
   if (isDenial(body)) return body;
@@ -53,6 +53,8 @@ async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<
   const mode = body.mode ?? 'autonomous';
   if (mode !== 'delegated' && mode !== 'autonomous') return deny('invalid_body', 'mode must be delegated or autonomous');
   if (body.reason !== undefined && typeof body.reason !== 'string') return deny('invalid_body', 'reason must be a string');
+  const protocol = protocolFields(body);
+  if (protocol) return protocol;
   const grants = deriveGrants(host, body.capabilities);
   if (isDenial(grants)) return grants;
   const id = `agt_${thumbprint}`;
@@ -79,5 +81,27 @@ async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<
       : deny('capability_denied', 'this agent key was revoked; a revoked key stays revoked: register a new key');
   }
   if (result.agent.hostId !== host.id) return deny('capability_denied', 'this agent was registered by another host');
+  if (result.agent.thumbprint !== thumbprint)
+    return deny('capability_denied', "this key was replaced by a key rotation (rotate-key): a retired key stays retired; register the agent's new key");
   return jsonReply(result.outcome === 'created' ? 201 : 200, agentView(result.agent));
+}
+
+/**
+ * The Agent Auth Protocol's other registration fields (as its reference
+ * server reads them). host_name, preferred_method, login_hint and
+ * binding_message steer a human approval of the registration; this sidecar
+ * has none (an agent is active at once, within its host's defaults), so
+ * they are checked for type and otherwise unused. force_approval: true asks
+ * for that approval, and is refused rather than silently skipped.
+ */
+function protocolFields(body: Record<string, unknown>): Denial | undefined {
+  for (const name of ['host_name', 'preferred_method', 'login_hint', 'binding_message'] as const) {
+    const v = body[name];
+    if (v !== undefined && (typeof v !== 'string' || v.length > 1000)) return deny('invalid_body', `${name} must be a string of at most 1000 characters`);
+  }
+  const force = body.force_approval;
+  if (force !== undefined && typeof force !== 'boolean') return deny('invalid_body', 'force_approval must be a boolean');
+  if (force === true)
+    return deny('invalid_body', "force_approval is not served here: registrations are not approved by a human; agents are active at once, within their host's defaults");
+  return undefined;
 }

@@ -99,7 +99,7 @@ async function ask(call: Call, deps: Deps, approvals: Approvals): Promise<Reply 
 function foreignSession(call: Call, deps: Deps): Denial | undefined {
   const session = sessionIdOf(call.req.rawHeaders);
   if (session === null) return deny('invalid_header', 'header "mcp-session-id" appears more than once');
-  if (session === undefined || deps.mcpSessions.ownerOf(session) === call.verified.claims.iss) return undefined;
+  if (session === undefined || deps.mcpSessions.ownerOf(session) === call.verified.agent.thumbprint) return undefined;
   return deny('session_not_found', 'no MCP session with this id was opened by this agent here');
 }
 

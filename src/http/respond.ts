@@ -53,6 +53,8 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 export interface PresentedDenial {
   status: number;
   body: unknown;
+  /** Headers the presentation adds (a protocol's Retry-After). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -67,7 +69,7 @@ export function writeDenial(
   o: { requestId: string; issuer: string; closeConnection: boolean },
 ): void {
   if (res.headersSent) return void res.destroy();
-  const headers: Record<string, string> = { 'x-request-id': o.requestId, ...denial.extra?.headers };
+  const headers: Record<string, string> = { 'x-request-id': o.requestId, ...presented.headers, ...denial.extra?.headers };
   if (presented.status === 401) headers['www-authenticate'] = agentChallenge(denial.code, o.issuer);
   // An unread body would otherwise be drained into a connection we no longer trust.
   if (o.closeConnection) headers.connection = 'close';

@@ -100,16 +100,33 @@ export interface HostSigner {
   sign(audience: string, options?: { agentPublicKey?: JWK; ttlSeconds?: number; now?: number; jti?: string }): Promise<string>;
 }
 
-/** A host identity: its private JWK (kept in a Secret, so it is stable across restarts) signs host+jwt tokens. */
-export async function createHostSigner(privateJwk: JWK): Promise<HostSigner> {
+export interface HostSignerOptions {
+  /**
+   * A host the service's policy does not list, registering itself (the policy's dynamicHosts): every
+   * token carries the host's public key as `host_public_key` (and `name` as `host_name`).
+   */
+  selfRegistering?: boolean;
+  name?: string;
+}
+
+/**
+ * A host identity: its private JWK (kept in a Secret, so it is stable across restarts) signs host+jwt tokens.
+ *
+ *   const host = await createHostSigner(hostPrivateJwk);
+ *   fetch(`${url}/agent/status?agent_id=${id}`, { headers: { authorization: `Bearer ${await host.sign(issuer)}` } });
+ */
+export async function createHostSigner(privateJwk: JWK, opts: HostSignerOptions = {}): Promise<HostSigner> {
   const { key, thumbprint } = await signingKey(privateJwk);
+  const self = opts.selfRegistering
+    ? { host_public_key: { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x }, ...(opts.name ? { host_name: opts.name } : {}) }
+    : {};
   return {
     thumbprint,
     async sign(audience, options = {}) {
       const ttl = tokenLifetime(options.ttlSeconds);
       const iat = options.now ?? Math.floor(Date.now() / 1000);
-      const claims = options.agentPublicKey ? { agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: options.agentPublicKey.x } } : {};
-      return new SignJWT(claims)
+      const agent = options.agentPublicKey ? { agent_public_key: { kty: 'OKP', crv: 'Ed25519', x: options.agentPublicKey.x } } : {};
+      return new SignJWT({ ...self, ...agent })
         .setProtectedHeader({ alg: 'EdDSA', typ: HOST_TOKEN_TYPE })
         .setIssuer(thumbprint)
         .setAudience(audience)

@@ -131,7 +131,7 @@ export interface McpForwarding {
  * streams, so one agent cannot hold every connection to the server.
  */
 export function mcpForwarding(call: McpCall & Authenticated, deps: Deps): McpForwarding | Denial {
-  const owner = call.verified.claims.iss;
+  const owner = call.verified.agent.thumbprint;
   const stream = call.req.method === 'GET';
   const max = deps.limits.mcpStreamsPerAgent;
   if (stream && !deps.mcpSessions.openStream(owner, max)) return deny('too_many_streams', `this agent holds ${max} MCP streams open already`);

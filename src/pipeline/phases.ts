@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { BoundRequest } from '../auth/binding.js';
 import type { VerifiedToken } from '../auth/verify.js';
 import type { Denial } from '../errors.js';
 import type { Grant, Route } from '../policy/types.js';
@@ -76,6 +77,17 @@ export interface McpRead {
   readonly mcp: McpMessage;
 }
 
+/**
+ * POST /capability/execute {capability, arguments}: the call is now the
+ * capability's own (route, target and body), checked as a direct call; what
+ * the agent sent is kept for request binding, and the request line and body
+ * the app gets are the capability's.
+ */
+export interface Executed {
+  readonly received: BoundRequest;
+  readonly forwardAs: { readonly method: string; readonly target: string };
+}
+
 /** Egress: further capabilities the same call also is (each needs a grant). */
 export interface Variants {
   readonly alsoRequires: readonly string[];
@@ -93,7 +105,7 @@ export type PublicCall = Routed<PublicRoute> & Buffered;
  * metrics, logs). Every phase is one of these.
  */
 export type Reached = Arrival &
-  Partial<Shaped & Routed & WithToken & Authenticated & HostAuthenticated & Granted & Buffered & Checked & JsonRpcParsed & McpRead>;
+  Partial<Shaped & Routed & WithToken & Authenticated & HostAuthenticated & Granted & Buffered & Checked & JsonRpcParsed & McpRead & Executed>;
 
 /** How a call ended. */
 export type Outcome =

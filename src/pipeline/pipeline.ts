@@ -9,9 +9,11 @@ import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
 import { serveEndpoint } from './endpoint.js';
 import { describe, FILTERS } from './observe/filters.js';
+import { readExecute } from './execute.js';
 import { answerPermissionTool, mcpForwarding, type McpForwarding } from './mcp.js';
-import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Finished, McpCall, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
-import { presentDenial } from './present.js';
+import type { Arrival, CapabilityCall, CheckedCall, EndpointRoute, Executed, Finished, McpCall, PublicCall, PublicRoute, Reached, Routed } from './phases.js';
+import { presentDenial, presentSuccess } from './present.js';
+import { providerDenial } from '../egress/errors.js';
 import { presentMcpDenial } from '../mcp/present.js';
 import { checkBinding, checkReplay, readToken, verifyToken } from './stages/authenticate.js';
 import { checkArguments, checkGrant, enforceConstraints } from './stages/authorize.js';
@@ -82,6 +84,19 @@ const MCP_EGRESS_AUTHORIZATION = Chain.of<McpCall, Deps>()
   .then(checkArguments)
   .then(enforceConstraints);
 
+/** POST /capability/execute: read into the capability's own call, then checked exactly as a direct call of it. */
+// prettier-ignore
+const EXECUTE = Chain.of<Routed<EndpointRoute>, Deps>()
+  .then(readBody)            // the execute body, bounded
+  .then(readExecute)         // {capability, arguments} → the capability's route, target and body
+  .then(readToken)
+  .then(verifyToken)         // steps 1–7 for that capability
+  .then(checkGrant)          // step 9
+  .then(checkReplay)         // step 8
+  .then(checkBinding)        // htm, htu, ath: the execute request the agent sent
+  .then(checkArguments)      // step 9b on the built request
+  .then(enforceConstraints);
+
 /** Public routes: no token, but the body is still bounded and buffered (no slow body can pin an upstream connection). */
 const PUBLIC = Chain.of<Routed<PublicRoute>, Deps>().then(readBody);
 
@@ -110,6 +125,10 @@ async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progres
   if (isCapability(routed)) {
     if (routed.route.mcp) return mcpCall(routed, res, deps, progress);
     const checked = await (deps.policy.egress ? EGRESS_AUTHORIZATION : AUTHORIZATION).run(routed, deps, progress);
+    return isDenial(checked) ? refuse(progress.reached, checked, res, deps) : forward(checked, res, deps);
+  }
+  if (isEndpoint(routed) && routed.route.endpoint === 'execute') {
+    const checked = await EXECUTE.run(routed, deps, progress);
     return isDenial(checked) ? refuse(progress.reached, checked, res, deps) : forward(checked, res, deps);
   }
   if (isEndpoint(routed)) {
@@ -146,7 +165,7 @@ async function mcpCall(routed: CapabilityCall, res: ServerResponse, deps: Deps, 
 }
 
 /** The call passed every check (or needs none): the onForward filters, then the app. */
-async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps: Deps, mcp?: McpForwarding): Promise<Finished> {
+async function forward(call: (CheckedCall & Partial<Executed>) | PublicCall, res: ServerResponse, deps: Deps, mcp?: McpForwarding): Promise<Finished> {
   for (const filter of FILTERS) {
     // Most filters have no onForward, and the audit filter's is a promise only with strict durability: no await otherwise.
     const pending = filter.onForward?.(call, deps);
@@ -154,12 +173,14 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
     if (refused) return refuse(call, refused, res, deps);
   }
   const checked = 'verified' in call ? call : undefined;
+  const executed = checked?.forwardAs;
   const capability = checked?.route.capability.name;
   const headers = appRequestHeaders(
     call.req.rawHeaders,
     {
       requestId: call.requestId,
-      bodyLength: call.body?.length,
+      // An executed call's body is the one built from its arguments (none for a GET): never the execute request's length.
+      bodyLength: executed ? (call.body?.length ?? 0) : call.body?.length,
       clientAddress: call.req.socket.remoteAddress,
       checked: checked && capability ? { agentId: checked.verified.agent.id, agentName: checked.verified.agent.name, capability } : undefined,
     },
@@ -169,15 +190,18 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
   // An MCP answer is JSON-RPC: never wrapped; list answers are filtered to what the agent may call (and must arrive readable).
   const rewrite = mcp?.rewrite;
   if (rewrite) dropHeader(headers, 'accept-encoding');
-  const wrap =
+  if (executed && !call.body) dropHeader(headers, 'content-type');
+  const envelope =
     checked && capability && !mcp && context.constraintAware && context.envelope === 'all'
-      ? { policy: deps.policy, capability, constraints: checked.grants[0].constraints }
+      ? (result: unknown) => presentSuccess(deps.policy, capability, checked.grants[0].constraints, result)
       : undefined;
+  // The protocol's execute answers {data: <result>}.
+  const wrap = executed ? (result: unknown) => ({ data: envelope ? envelope(result) : result }) : envelope;
   const sent = performance.now();
   const answer = await deps.upstream.forward(
     {
-      method: call.req.method ?? 'GET',
-      target: call.req.url ?? '/',
+      method: executed?.method ?? call.req.method ?? 'GET',
+      target: executed?.target ?? call.req.url ?? '/',
       headers,
       body: call.body,
       requestId: call.requestId,
@@ -198,9 +222,13 @@ async function forward(call: CheckedCall | PublicCall, res: ServerResponse, deps
 function refuse(call: Reached, denial: Denial, res: ServerResponse, deps: Deps): Finished {
   const capability = call.route?.kind === 'capability' ? call.route.capability.name : denial.capability;
   const constraints = constraintsFor(call, capability, deps);
-  const presented =
+  const plain =
     (call.rpc && presentMcpDenial(deps.policy, { id: call.rpc.id, message: call.mcp }, capability, constraints, denial)) ??
     presentDenial(deps.policy, capability, constraints, denial);
+  // Egress: the SDK reads only its provider's error shape (the sidecar's own endpoints keep theirs).
+  const preset = deps.policy.egress?.preset;
+  const presented =
+    preset && call.route?.kind !== 'endpoint' ? providerDenial(preset.name, denial, plain, { capability, activeConstraints: constraints }) : plain;
   writeDenial(res, denial, presented, { requestId: call.requestId, issuer: deps.policy.provider.issuer, closeConnection: !call.req.complete });
   return { call, outcome: { kind: 'refused', status: presented.status, denial } };
 }

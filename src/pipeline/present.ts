@@ -1,4 +1,5 @@
 import { denialEnvelope, successEnvelope, type ConstraintAwareResult, type PermissionGrant } from '../context/envelope.js';
+import { presentProtocolDenial } from '../auth/protocol-errors.js';
 import { denialBody, statusOf, type Denial } from '../errors.js';
 import type { Constraints, Policy } from '../policy/types.js';
 import type { PresentedDenial } from '../http/respond.js';
@@ -11,17 +12,27 @@ import type { PresentedDenial } from '../http/respond.js';
  */
 export function presentDenial(policy: Policy, capability: string | undefined, activeConstraints: Constraints | undefined, denial: Denial): PresentedDenial {
   const status = statusOf(denial.code);
+  if (policy.provider.tokenProfile === 'agent-auth-v1') {
+    // The protocol's body; in constraint-aware mode the envelope rides along as one member.
+    const { body, headers } = presentProtocolDenial(denial);
+    if (policy.context.constraintAware && capability) body.envelope = envelopeFor(policy, capability, activeConstraints, denial);
+    return { status, body, ...(headers ? { headers } : {}) };
+  }
   if (!policy.context.constraintAware || !capability) {
     const body = denialBody(denial);
     // The context-awareness guide calls them structuredViolations; both names carry the same list.
     return { status, body: denial.violations ? { ...body, structuredViolations: denial.violations } : body };
   }
-  const envelope = denialEnvelope(denial, {
+  const envelope = envelopeFor(policy, capability, activeConstraints, denial);
+  return { status: denial.code === 'constraint_violated' ? policy.context.violationStatus : status, body: envelope };
+}
+
+function envelopeFor(policy: Policy, capability: string, activeConstraints: Constraints | undefined, denial: Denial) {
+  return denialEnvelope(denial, {
     capability,
     activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
     requestPermission: policy.accessRequests !== undefined,
   });
-  return { status: denial.code === 'constraint_violated' ? policy.context.violationStatus : status, body: envelope };
 }
 
 /** `envelope: all`: a successful JSON answer wrapped, the app's body as `result`. */

@@ -10,6 +10,7 @@ import { parseTemplate, templatesOverlap, type PathTemplate } from '../routing/t
 import { keyOf, type PathPart } from './issues.js';
 import { PRESETS, type Preset } from '../egress/presets.js';
 import { ENDPOINTS } from '../endpoints/index.js';
+import { constrainedSpellings, normaliseConstraints, spellingsOf } from '../constraints/rules.js';
 import { checkMcpConstraints, compileMcpServers } from './mcp.js';
 import type { RawPolicy } from './raw.js';
 import { RESERVED_AUDIENCES, reservedName } from './reserved.js';
@@ -25,6 +26,7 @@ export async function compile(raw: RawPolicy, file: string, text: string, at: At
   const { capabilities, routes, preset } = compileRoutes(raw, at);
   const { agents, byThumbprint } = await compileAgents(raw, at);
   const hosts = await compileHosts(raw, capabilities, byThumbprint, at);
+  const dynamicHosts = compileDynamicHosts(raw, capabilities, at);
   const grants = compileGrants(raw, capabilities, at);
   checkAccessRequests(raw, at);
   return {
@@ -54,6 +56,7 @@ export async function compile(raw: RawPolicy, file: string, text: string, at: At
     routes,
     agents,
     hosts,
+    ...(dynamicHosts ? { dynamicHosts } : {}),
     grants,
   };
 }
@@ -84,7 +87,7 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
   // The sidecar's own endpoints on the agent port (their definitions in src/endpoints/); a policy route may not overlap them.
   for (const e of Object.values(ENDPOINTS)) {
     if (e.needs === 'accessRequests' && !(raw.constraintAware && raw.accessRequests)) continue;
-    if (e.needs === 'hosts' && !raw.hosts?.length) continue;
+    if (e.needs === 'hosts' && !raw.hosts?.length && !raw.dynamicHosts) continue;
     addRoute(['<sidecar>'], e.method, e.path, (template) => ({
       kind: 'endpoint',
       method: e.method,
@@ -170,7 +173,7 @@ async function compileAgents(raw: RawPolicy, at: At): Promise<{ agents: Map<stri
       continue;
     }
     byThumbprint.set(thumbprint, a.id);
-    agents.set(a.id, { id: a.id, name: a.name, key, thumbprint });
+    agents.set(a.id, { id: a.id, name: a.name, key, thumbprint, ...(a.requireBinding ? { requireBinding: true } : {}) });
   }
   return { agents, byThumbprint };
 }
@@ -190,18 +193,37 @@ async function compileHosts(raw: RawPolicy, capabilities: Map<string, Capability
       at(['hosts', i, 'publicKey'], `key already belongs to "${owner}"; give each host and agent its own key`);
       continue;
     }
-    const defaults = new Map<string, Constraints>();
-    (h.defaultCapabilities ?? []).forEach((d, j) => {
-      const name = typeof d === 'string' ? d : d.capability;
-      const cap = capabilities.get(name);
-      if (!cap) return at(['hosts', i, 'defaultCapabilities', j], `unknown capability "${name}"`);
-      const constraints = typeof d === 'string' ? {} : (d.constraints ?? {});
-      checkConstraints(constraints, cap, ['hosts', i, 'defaultCapabilities', j, 'constraints'], at);
-      defaults.set(name, constraints);
-    });
+    // hst_<thumbprint> is how a self-registered host is named (dynamicHosts): a listed host may not take it.
+    if (raw.dynamicHosts && h.id.startsWith('hst_')) at(['hosts', i, 'id'], 'ids beginning "hst_" name self-registered hosts (dynamicHosts)');
+    const defaults = hostDefaults(h.defaultCapabilities, capabilities, ['hosts', i], at);
     hosts.set(thumbprint, { id: h.id, name: h.name, key, thumbprint, defaults, maxAgents: h.maxAgents ?? 100 });
   }
   return hosts;
+}
+
+/** The most a host's agents may get: capability names, or names with the loosest constraints. */
+function hostDefaults(
+  list: NonNullable<RawPolicy['hosts']>[number]['defaultCapabilities'],
+  capabilities: Map<string, Capability>,
+  path: PathPart[],
+  at: At,
+): Map<string, Constraints> {
+  const defaults = new Map<string, Constraints>();
+  (list ?? []).forEach((d, j) => {
+    const name = typeof d === 'string' ? d : d.capability;
+    const cap = capabilities.get(name);
+    if (!cap) return at([...path, 'defaultCapabilities', j], `unknown capability "${name}"`);
+    const constraints = checkConstraints(typeof d === 'string' ? {} : (d.constraints ?? {}), cap, [...path, 'defaultCapabilities', j, 'constraints'], at);
+    defaults.set(name, constraints);
+  });
+  return defaults;
+}
+
+/** Self-registering hosts: off unless the policy has a dynamicHosts section. */
+function compileDynamicHosts(raw: RawPolicy, capabilities: Map<string, Capability>, at: At): Policy['dynamicHosts'] {
+  const d = raw.dynamicHosts;
+  if (!d) return undefined;
+  return { defaults: hostDefaults(d.defaultCapabilities, capabilities, ['dynamicHosts'], at), maxAgents: d.maxAgents ?? 10 };
 }
 
 function compileGrants(raw: RawPolicy, capabilities: Map<string, Capability>, at: At): Map<string, Grant> {
@@ -216,8 +238,7 @@ function compileGrants(raw: RawPolicy, capabilities: Map<string, Capability>, at
       expiresAt = Date.parse(g.expiresAt);
       if (!RFC3339.test(g.expiresAt) || Number.isNaN(expiresAt)) at([...path, 'expiresAt'], 'must be an RFC 3339 date-time like 2027-01-01T00:00:00Z');
     }
-    const constraints = g.constraints ?? {};
-    if (cap) checkConstraints(constraints, cap, [...path, 'constraints'], at);
+    const constraints = cap ? checkConstraints(g.constraints ?? {}, cap, [...path, 'constraints'], at) : (g.constraints ?? {});
     if (cap?.multipart && Object.keys(constraints).length)
       at(
         [...path, 'constraints'],
@@ -296,13 +317,22 @@ export function durationMs(v: number | string | undefined, fallback: number): nu
   return Number(v.slice(0, -1)) * UNIT_MS[v.slice(-1) as keyof typeof UNIT_MS];
 }
 
-function checkConstraints(constraints: Constraints, cap: Capability, path: PathPart[], at: At): void {
+/** Checks a grant's or host default's rules and returns them normalised (`eq` read as `exact`: src/constraints/rules.ts). */
+function checkConstraints(written: Constraints, cap: Capability, path: PathPart[], at: At): Constraints {
+  const { constraints, problems } = normaliseConstraints(written);
+  // A problem of the rule or of its eq key points at the key; one of an alias at the alias.
+  for (const p of problems) at([...path, p.field, ...(p.key === undefined ? [] : [p.key].flat())], p.message, !Array.isArray(p.key));
   const params = new Set((parseTemplate(cap.path) as PathTemplate).segments?.flatMap((s) => ('param' in s ? [s.param] : [])) ?? []);
   for (const [field, rule] of Object.entries(constraints)) {
     const here = [...path, field];
-    const head = field.split('.')[0]!;
-    if (params.has(head) && head !== field) at(here, `"${head}" is a path parameter (a string); it has no nested fields`, true);
+    for (const [i, spelling] of spellingsOf(field, rule).entries()) {
+      const head = spelling.split('.')[0]!;
+      const where = i === 0 ? here : [...here, 'aliases', i - 1];
+      if (params.has(head) && head !== spelling) at(where, `"${head}" is a path parameter (a string); it has no nested fields`, i === 0);
+    }
     if (rule.min !== undefined && rule.max !== undefined && rule.min > rule.max) at(here, `min (${rule.min}) is greater than max (${rule.max})`, true);
   }
-  checkMcpConstraints(constraints, cap, path, at);
+  // An MCP resource's aliases must be URI variables too: check every spelling as a field.
+  checkMcpConstraints(Object.fromEntries(constrainedSpellings(constraints).map((s) => [s, {}])), cap, path, at);
+  return constraints;
 }

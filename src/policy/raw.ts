@@ -30,7 +30,7 @@ export interface RawPolicy {
   capabilities?: Capability[];
   mcp?: RawMcpServer[];
   public?: { method: string; path: string }[];
-  agents?: { id: string; name: string; publicKey: Record<string, string> }[];
+  agents?: { id: string; name: string; publicKey: Record<string, string>; requireBinding?: boolean }[];
   hosts?: {
     id: string;
     name: string;
@@ -38,5 +38,6 @@ export interface RawPolicy {
     defaultCapabilities?: (string | { capability: string; constraints?: Constraints })[];
     maxAgents?: number;
   }[];
+  dynamicHosts?: { defaultCapabilities?: (string | { capability: string; constraints?: Constraints })[]; maxAgents?: number };
   grants?: { agent: string; capability: string; status: 'active' | 'revoked'; expiresAt?: string; constraints?: Constraints }[];
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject } from 'ajv';
+import { RULE_KEYS_TEXT } from '../constraints/rules.js';
 import type { PathPart } from './issues.js';
 
 /** The JSON Schema shipped in config/ for editors is the one enforced here. */
@@ -47,7 +48,7 @@ function explain(e: ErrorObject): SchemaProblem {
       const key = String((e.params as { additionalProperty: string }).additionalProperty);
       const inConstraints = grandparent === 'constraints';
       const message = inConstraints
-        ? `unknown constraint operator "${key}" (allowed: max, min, in, not_in, exact)`
+        ? `unknown constraint operator "${key}" (allowed: ${RULE_KEYS_TEXT})`
         : key === 'd' && parent === 'publicKey'
           ? 'private key material ("d") must never be in the policy; give the public key only'
           : `unknown key "${key}"`;

@@ -6,13 +6,21 @@ import type { PathTemplate } from '../routing/template.js';
 /** An Ed25519 public key, imported once when the policy loads. */
 export type VerificationKey = KeyObject;
 
-/** One argument rule, as written in the policy: the five operators of the agents-chain spec (../shared/seeds/002_9af9aaa6cc5deb37.txt): max, min, in, not_in, exact. */
+/**
+ * One argument rule: the five operators of the agents-chain spec (../shared/seeds/002_9af9aaa6cc5deb37.txt),
+ * max, min, in, not_in, exact (the Agent Auth Protocol's `eq` is read as `exact` when the policy loads),
+ * and two modifiers saying which spellings of the call the operators read (src/constraints/rules.ts).
+ */
 export interface ConstraintRule {
   max?: number;
   min?: number;
   in?: Scalar[];
   not_in?: Scalar[];
   exact?: Scalar;
+  /** The call may leave the field out (every spelling absent); a present value is checked as usual. */
+  optional?: boolean;
+  /** Other names of the same field (max_completion_tokens for max_tokens): every spelling present is checked. */
+  aliases?: string[];
 }
 export type Scalar = string | number | boolean;
 export type Constraints = Record<string, ConstraintRule>;
@@ -26,6 +34,8 @@ export interface Capability {
   maxBodyBytes?: number;
   /** multipart/form-data bodies (egress presets): forwarded unmodified, never constrained. */
   multipart?: boolean;
+  /** Tokens for this capability must carry htm, htu and ath (bound to their request). */
+  requireBinding?: boolean;
   /** A capability of an MCP server (its session, or one tool, prompt or resource template): `path` is the server's endpoint. */
   mcp?: McpTarget;
 }
@@ -75,6 +85,8 @@ export interface Agent {
   /** Set for agents a host registered (not listed in the policy): their host, and their own grants. */
   hostId?: string;
   grants?: ReadonlyMap<string, Grant>;
+  /** This agent's tokens must carry htm, htu and ath. */
+  requireBinding?: boolean;
 }
 
 /** A trusted host: registers agents with host+jwt tokens; its agents get at most its default capabilities. */
@@ -84,6 +96,16 @@ export interface Host {
   key: VerificationKey;
   thumbprint: string;
   /** Capability name -> the loosest constraints a registered agent may get. */
+  defaults: ReadonlyMap<string, Constraints>;
+  maxAgents: number;
+}
+
+/**
+ * Self-registering hosts (the Agent Auth Protocol's dynamic host registration): a host the policy
+ * does not list proves its key with host_public_key; its id is `hst_<thumbprint>` and its agents get
+ * at most these defaults.
+ */
+export interface DynamicHosts {
   defaults: ReadonlyMap<string, Constraints>;
   maxAgents: number;
 }
@@ -99,7 +121,18 @@ export interface Grant {
 
 /** Endpoints the sidecar answers itself on the agent port (never forwarded). */
 export type EndpointName =
-  'constraint_context' | 'request_permission' | 'request_status' | 'discovery' | 'capability_list' | 'register' | 'agent_status' | 'revoke';
+  | 'constraint_context'
+  | 'request_permission'
+  | 'request_status'
+  | 'discovery'
+  | 'capability_list'
+  | 'describe_capability'
+  | 'introspect'
+  | 'register'
+  | 'agent_status'
+  | 'revoke'
+  | 'rotate_key'
+  | 'execute';
 
 /** Who may call a sidecar endpoint: an agent token, a host token, anyone, or anyone with an optional agent token. */
 export type EndpointAuth = 'agent' | 'host' | 'none' | 'optional_agent';
@@ -153,10 +186,17 @@ export interface AccessRequestSettings {
   webhook?: WebhookSettings;
 }
 
+/** The agent+jwt form agents send (docs/reference/tokens.md): the seed's, or the Agent Auth Protocol's. */
+export type TokenProfile = 'agents-chain' | 'agent-auth-v1';
+
 export interface Provider {
   name: string;
   issuer: string;
   description?: string;
+  /** Default agents-chain. */
+  tokenProfile?: TokenProfile;
+  /** Every agent token must carry htm, htu and ath. */
+  requireBinding?: boolean;
 }
 
 /** A loaded, validated policy: everything the request path needs, precomputed. */
@@ -170,6 +210,8 @@ export interface Policy {
   agents: ReadonlyMap<string, Agent>;
   /** Trusted hosts, keyed by their key's thumbprint (a registration token's `iss`). */
   hosts: ReadonlyMap<string, Host>;
+  /** Present when hosts the policy does not list may register themselves (a host token carrying host_public_key). */
+  dynamicHosts?: DynamicHosts;
   /** Keyed by grantKey(agent, capability). */
   grants: ReadonlyMap<string, Grant>;
   context: ContextSettings;

@@ -2,14 +2,16 @@ import type { KeyObject } from 'node:crypto';
 import { importAgentKey } from '../identity/keys.js';
 import { grantKey, type Agent, type Grant, type Policy } from '../policy/types.js';
 import { currentGrants } from './grants.js';
+import { hostNamed } from './host-token.js';
 import type { AgentRegistry, RegisteredAgent } from './registry.js';
 
 /**
  * Registered agents as the pipeline sees them: an Agent with its own grants.
  * The record is read on every call (a revocation anywhere counts at once);
  * only the imported key is cached, by thumbprint. The active policy has the
- * last word: an agent whose host left the policy is unknown, and its grants
- * never exceed its host's current defaults.
+ * last word: an agent whose host left the policy (or a self-registered host's
+ * agent once dynamicHosts is off) is unknown, and its grants never exceed its
+ * host's current defaults.
  */
 export class RegisteredAgents {
   private readonly keys = new Map<string, KeyObject>();
@@ -17,10 +19,10 @@ export class RegisteredAgents {
   constructor(readonly registry: AgentRegistry) {}
 
   async get(id: string, policy: Policy): Promise<Agent | undefined> {
-    if (policy.hosts.size === 0) return undefined;
+    if (policy.hosts.size === 0 && !policy.dynamicHosts) return undefined;
     const r = await this.registry.get(id);
     if (!r || r.status !== 'active') return undefined;
-    const host = [...policy.hosts.values()].find((h) => h.id === r.hostId);
+    const host = hostNamed(policy, r.hostId);
     return host ? this.toAgent({ ...r, grants: currentGrants(host, r.grants) }) : undefined;
   }
 

@@ -1,8 +1,9 @@
 import { audienceProblem, checkTimes, jtiProblem, stringProblem, timeProblem, type TimeClaims } from '../auth/claims.js';
 import { decodeJws, signatureValid } from '../auth/jws.js';
-import { deny, type Denial } from '../errors.js';
+import { deny, isDenial, type Denial } from '../errors.js';
 import { HOST_TOKEN_TYPE } from '../identity/client.js';
-import type { Host } from '../policy/types.js';
+import { importAgentKey, thumbprintOf } from '../identity/keys.js';
+import type { DynamicHosts, Host, Policy } from '../policy/types.js';
 
 export interface HostClaims extends TimeClaims {
   iss: string;
@@ -45,4 +46,67 @@ export function verifyHostToken(token: string, hosts: ReadonlyMap<string, Host>,
   if (claims.aud !== issuer) return deny('token_invalid', `token is for "${claims.aud}", not this service ("${issuer}")`);
   if (!signatureValid(token, host.key)) return deny('token_invalid', 'token signature is invalid');
   return checkTimes(claims, nowSeconds) ?? { host, claims };
+}
+
+/** A self-registered host is named after its key (a listed host may not take an id beginning with this). */
+export const SELF_REGISTERED_HOST_PREFIX = 'hst_';
+
+const HOST_NAME = /^[\x20-\x7e]{1,128}$/;
+
+/**
+ * Any host token: a host the policy lists (verifyHostToken), else, when the
+ * policy lets hosts register themselves (dynamicHosts), a host that proves
+ * its own key: the token carries it as `host_public_key` (a safe Ed25519
+ * public JWK), `iss` is that key's thumbprint and the token is signed by it.
+ * Such a host is `hst_<thumbprint>`, with the policy's dynamicHosts defaults
+ * and limit; it is the same host whenever it signs with that key. Without
+ * dynamicHosts an unlisted host stays host_not_found.
+ */
+export async function verifyAnyHostToken(
+  token: string,
+  policy: Pick<Policy, 'hosts' | 'dynamicHosts' | 'provider'>,
+  nowSeconds: number,
+): Promise<VerifiedHostToken | Denial> {
+  const issuer = policy.provider.issuer;
+  const listed = verifyHostToken(token, policy.hosts, issuer, nowSeconds);
+  if (!isDenial(listed) || listed.code !== 'host_not_found' || !policy.dynamicHosts) return listed;
+  return verifySelfRegisteredHost(token, policy.dynamicHosts, issuer, nowSeconds);
+}
+
+async function verifySelfRegisteredHost(token: string, settings: DynamicHosts, issuer: string, nowSeconds: number): Promise<VerifiedHostToken | Denial> {
+  // verifyHostToken already read the form, header and claim types; only the key is new.
+  const jws = decodeJws(token, HOST_TOKEN_TYPE);
+  if (typeof jws === 'string') return deny('token_invalid', jws);
+  const p = jws.payload;
+  const jwk = p.host_public_key;
+  if (jwk === undefined)
+    return deny('host_not_found', 'no listed host has this key; a host registers itself by sending its public key as host_public_key (iss its thumbprint)');
+  if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) return deny('token_invalid', 'host_public_key must be a JWK object');
+  let key: Host['key'];
+  let thumbprint: string;
+  try {
+    key = await importAgentKey(jwk as Record<string, unknown>);
+    thumbprint = await thumbprintOf(jwk as Record<string, unknown>);
+  } catch (err) {
+    return deny('token_invalid', `host_public_key is refused: ${(err as Error).message}`);
+  }
+  if (p.iss !== thumbprint) return deny('token_invalid', 'iss is not the thumbprint of host_public_key');
+  if (p.aud !== issuer) return deny('token_invalid', `token is for "${String(p.aud)}", not this service ("${issuer}")`);
+  if (!signatureValid(token, key)) return deny('token_invalid', 'token signature is not by host_public_key');
+  const claims: HostClaims = { iss: thumbprint, aud: issuer, iat: p.iat as number, exp: p.exp as number, jti: p.jti as string };
+  if (p.nbf !== undefined) claims.nbf = p.nbf as number;
+  if (p.agent_public_key) claims.agent_public_key = p.agent_public_key as Record<string, unknown>;
+  const late = checkTimes(claims, nowSeconds);
+  if (late) return late;
+  const id = `${SELF_REGISTERED_HOST_PREFIX}${thumbprint}`;
+  const name = typeof p.host_name === 'string' && HOST_NAME.test(p.host_name) ? p.host_name : id;
+  return { host: { id, name, key, thumbprint, defaults: settings.defaults, maxAgents: settings.maxAgents }, claims };
+}
+
+/** The host a registered agent belongs to, under the active policy: listed, or self-registered while the policy allows it. */
+export function hostNamed(policy: Pick<Policy, 'hosts' | 'dynamicHosts'>, hostId: string): Pick<Host, 'id' | 'defaults' | 'maxAgents'> | undefined {
+  for (const h of policy.hosts.values()) if (h.id === hostId) return h;
+  if (policy.dynamicHosts && hostId.startsWith(SELF_REGISTERED_HOST_PREFIX))
+    return { id: hostId, defaults: policy.dynamicHosts.defaults, maxAgents: policy.dynamicHosts.maxAgents };
+  return undefined;
 }

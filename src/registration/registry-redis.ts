@@ -1,5 +1,5 @@
 import type { RedisClient } from '../redis/connect.js';
-import type { AgentRegistry, RegisteredAgent, RegisterResult } from './registry.js';
+import type { AgentKey, AgentRegistry, RegisteredAgent, RegisterResult } from './registry.js';
 
 /** KEYS: agent hash, the host's set of active agents. ARGV: agent JSON, max agents, agent id. */
 const REGISTER = `
@@ -21,12 +21,20 @@ redis.call('SREM', KEYS[2], ARGV[2])
 return 1
 `;
 
+/** KEYS: agent hash. ARGV: the agent JSON with its new key. Only an active agent's key is replaced. */
+const ROTATE = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'active' then return 0 end
+redis.call('HSET', KEYS[1], 'data', ARGV[1])
+return 1
+`;
+
 /** Registered agents are agt_<RFC 7638 thumbprint>; nothing else reaches a key. */
 const AGENT_ID = /^agt_[A-Za-z0-9_-]{43}$/;
 
 type Scripts = {
   agentsChainRegister(agentKey: string, hostKey: string, allKey: string, json: string, max: number, id: string): Promise<[string, string]>;
   agentsChainRevoke(agentKey: string, hostKey: string, json: string, id: string): Promise<number>;
+  agentsChainRotate(agentKey: string, json: string): Promise<number>;
 };
 
 /**
@@ -43,6 +51,7 @@ export class RedisAgentRegistry implements AgentRegistry {
   ) {
     redis.defineCommand('agentsChainRegister', { numberOfKeys: 3, lua: REGISTER });
     redis.defineCommand('agentsChainRevoke', { numberOfKeys: 2, lua: REVOKE });
+    redis.defineCommand('agentsChainRotate', { numberOfKeys: 1, lua: ROTATE });
     this.scripts = redis as unknown as Scripts;
   }
 
@@ -70,6 +79,13 @@ export class RedisAgentRegistry implements AgentRegistry {
     if (!current || current.status !== 'active') return undefined;
     const revoked: RegisteredAgent = { ...current, status: 'revoked', revokedAt: nowMs };
     return (await this.scripts.agentsChainRevoke(this.key(id), this.hostKey(current.hostId), JSON.stringify(revoked), id)) === 1 ? revoked : undefined;
+  }
+
+  async rotateKey(id: string, key: AgentKey, nowMs: number): Promise<RegisteredAgent | undefined> {
+    const current = await this.get(id);
+    if (!current || current.status !== 'active') return undefined;
+    const rotated: RegisteredAgent = { ...current, publicKey: { ...key.publicKey }, thumbprint: key.thumbprint, keyRotatedAt: nowMs };
+    return (await this.scripts.agentsChainRotate(this.key(id), JSON.stringify(rotated))) === 1 ? rotated : undefined;
   }
 
   async list(): Promise<RegisteredAgent[]> {

@@ -14,6 +14,14 @@ export interface RegisteredAgent {
   grants: DerivedGrant[];
   registeredAt: number;
   revokedAt?: number;
+  /** When its host last replaced its key (POST /agent/rotate-key); the id stays the first key's. */
+  keyRotatedAt?: number;
+}
+
+/** A replacement key for an agent: the public part and its thumbprint. */
+export interface AgentKey {
+  publicKey: RegisteredAgent['publicKey'];
+  thumbprint: string;
 }
 
 export type RegisterResult = { outcome: 'created' | 'existing'; agent: RegisteredAgent } | { outcome: 'limit' | 'revoked' };
@@ -30,6 +38,8 @@ export interface AgentRegistry {
   register(agent: RegisteredAgent, maxAgents: number): Promise<RegisterResult>;
   /** Marks an active agent revoked; undefined when it is unknown or already revoked. */
   revoke(id: string, nowMs: number): Promise<RegisteredAgent | undefined>;
+  /** Replaces an active agent's key (its old key's tokens stop at once); undefined when it is unknown or revoked. */
+  rotateKey(id: string, key: AgentKey, nowMs: number): Promise<RegisteredAgent | undefined>;
   list(): Promise<RegisteredAgent[]>;
 }
 
@@ -56,6 +66,15 @@ export class MemoryAgentRegistry implements AgentRegistry {
     if (!a || a.status !== 'active') return undefined;
     a.status = 'revoked';
     a.revokedAt = nowMs;
+    return structuredClone(a);
+  }
+
+  async rotateKey(id: string, key: AgentKey, nowMs: number): Promise<RegisteredAgent | undefined> {
+    const a = this.agents.get(id);
+    if (!a || a.status !== 'active') return undefined;
+    a.publicKey = { ...key.publicKey };
+    a.thumbprint = key.thumbprint;
+    a.keyRotatedAt = nowMs;
     return structuredClone(a);
   }
 

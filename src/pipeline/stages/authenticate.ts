@@ -1,12 +1,13 @@
-import { checkRequestBinding, publicOrigin } from '../../auth/binding.js';
+import { checkRequestBinding, missingBinding, publicOrigin } from '../../auth/binding.js';
 import { extractToken, tokenSent } from '../../auth/extract.js';
+import { expectedToken } from '../../auth/profile.js';
 import { refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../auth/replay.js';
 import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory } from '../../auth/verify.js';
 import { deny, isDenial, type Denial } from '../../errors.js';
-import { verifyHostToken } from '../../registration/host-token.js';
+import { verifyAnyHostToken } from '../../registration/host-token.js';
 import type { Chain, Progress } from '../chain.js';
 import type { Deps } from '../deps.js';
-import { advance, type Authenticated, type Buffered, type HostAuthenticated, type Routed, type WithToken } from '../phases.js';
+import { advance, type Authenticated, type Buffered, type Executed, type HostAuthenticated, type Routed, type WithToken } from '../phases.js';
 import { activeGrants } from '../authorize.js';
 
 /** Authorization: Bearer <agent+jwt> (or the configured header). */
@@ -18,9 +19,12 @@ export function readToken<P extends Routed>(call: P, deps: Deps): (P & WithToken
 /** Steps 1–7 of the verification table; `aud` is the capability (or the sidecar endpoint's audience). */
 export async function verifyToken<P extends Routed & WithToken>(call: P, deps: Deps): Promise<(P & Authenticated) | Denial> {
   const { route } = call;
-  const audience = route.kind === 'endpoint' ? route.audience : route.kind === 'capability' ? route.capability.name : '';
+  const expected =
+    route.kind === 'capability'
+      ? expectedToken(deps.policy, route.capability, route.capability.name)
+      : expectedToken(deps.policy, undefined, route.kind === 'endpoint' ? route.audience : '');
   const t0 = performance.now();
-  const verified = await verifyAgentToken(call.token, audience, agentDirectory(deps), Math.floor(deps.now() / 1000));
+  const verified = await verifyAgentToken(call.token, expected, agentDirectory(deps), Math.floor(deps.now() / 1000));
   deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
   return isDenial(verified) ? verified : advance(call, { verified });
 }
@@ -38,12 +42,13 @@ function agentDirectory(deps: Deps): AgentDirectory {
  */
 export async function checkReplay<P extends Authenticated>(call: P, deps: Deps): Promise<P | Denial> {
   const { claims } = call.verified;
-  return (await spend(deps, replayKey('agent', claims.iss, claims.jti), claims.jti, claims.iat)) ?? call;
+  return (await spend(deps, replayKey('agent', call.verified.agent.thumbprint, claims.jti), claims.jti, claims.iat)) ?? call;
 }
 
 /** A host's token (registration, status, revoke): a trusted host, this service's issuer, a live signature. */
-export function verifyHost<P extends Routed & WithToken>(call: P, deps: Deps): (P & HostAuthenticated) | Denial {
-  const host = verifyHostToken(call.token, deps.policy.hosts, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
+export async function verifyHost<P extends Routed & WithToken>(call: P, deps: Deps): Promise<(P & HostAuthenticated) | Denial> {
+  // A listed host, or (dynamicHosts) one that sends its own key as host_public_key.
+  const host = await verifyAnyHostToken(call.token, deps.policy, Math.floor(deps.now() / 1000));
   return isDenial(host) ? host : advance(call, { host });
 }
 
@@ -104,8 +109,14 @@ function resetDenial(deps: Deps, jti: string, iat: number): Denial | undefined {
 
 /** A token bound to a request (htm, htu, ath) is used on that request only: the method, path and body bytes as they will be forwarded. */
 export function checkBinding<P extends Routed & Authenticated & Buffered>(call: P, deps: Deps): P | Denial {
-  const { claims } = call.verified;
+  const { claims, agent } = call.verified;
+  // An execute call is bound to the request the agent sent (POST /capability/execute and its body), not the one it becomes.
+  const request = (call as Partial<Executed>).received ?? { method: call.req.method ?? '', path: call.target.path, body: call.body };
+  const capability = call.route.kind === 'capability' ? call.route.capability : undefined;
+  if (deps.policy.provider.requireBinding || capability?.requireBinding || agent.requireBinding) {
+    const missing = missingBinding(claims, request.body);
+    if (missing) return deny('request_binding_mismatch', `${missing}: the policy requires tokens bound to their request`);
+  }
   if (claims.htm === undefined && claims.htu === undefined && claims.ath === undefined) return call;
-  const request = { method: call.req.method ?? '', path: call.target.path, body: call.body };
   return checkRequestBinding(claims, request, publicOrigin(deps.policy.provider.issuer)) ?? call;
 }

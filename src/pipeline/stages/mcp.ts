@@ -76,7 +76,7 @@ export function checkSession<P extends McpRead & Authenticated & Routed & Partia
   // Tasks are found by id; a server's task store scopes them by session only when there is one: no session, no tasks.
   if (id === undefined) return usesTasks(call) ? deny('session_not_found', 'MCP tasks need a session this agent opened (Mcp-Session-Id)') : call;
   const owner = deps.mcpSessions.ownerOf(id);
-  return owner === call.verified.claims.iss ? call : deny('session_not_found', 'no MCP session with this id was opened by this agent here');
+  return owner === call.verified.agent.thumbprint ? call : deny('session_not_found', 'no MCP session with this id was opened by this agent here');
 }
 
 /** tasks/* and a tools/call that asks to run as a task (params.task). */

@@ -1,0 +1,55 @@
+/**
+ * The Agent Auth Protocol token profile (`provider.tokenProfile: agent-auth-v1`):
+ * which URLs name this service in a token's `aud`, and who may be its `iss`.
+ * Pure; the policy is the only input.
+ */
+import type { Agent, Capability, Policy } from '../policy/types.js';
+import { publicOrigin } from './binding.js';
+import type { Expected } from './verify.js';
+
+/** The execute endpoint's path (the protocol's default location). */
+export const EXECUTE_PATH = '/capability/execute';
+
+const byPolicy = new WeakMap<Policy, ReadonlySet<string>>();
+
+/**
+ * The audiences that name this service, as the reference server accepts them:
+ * its issuer (with and without a trailing slash), the issuer's origin, and the
+ * execute endpoint. Not the Host header's origin: the sidecar's public name is
+ * the policy's issuer, never what a caller says it is.
+ */
+export function serviceAudiences(policy: Policy): ReadonlySet<string> {
+  let urls = byPolicy.get(policy);
+  if (!urls) {
+    const issuer = policy.provider.issuer.replace(/\/+$/, '');
+    urls = new Set([issuer, `${issuer}/`, publicOrigin(issuer), `${issuer}${EXECUTE_PATH}`]);
+    byPolicy.set(policy, urls);
+  }
+  return urls;
+}
+
+/** A capability's location, as discovery publishes it: the service's origin and the capability's path template. */
+export function capabilityLocation(policy: Policy, capability: Capability): string {
+  return `${publicOrigin(policy.provider.issuer)}${capability.path}`;
+}
+
+/** Who may issue an agent's tokens: its host (by id or key thumbprint), or the agent itself (its key's thumbprint). */
+export function agentIssuers(policy: Policy, agent: Agent): string[] {
+  const out = [agent.thumbprint];
+  if (agent.hostId !== undefined) {
+    out.push(agent.hostId);
+    for (const h of policy.hosts.values()) if (h.id === agent.hostId) out.push(h.thumbprint);
+  }
+  return out;
+}
+
+/** What a token for this capability (or endpoint audience) must be, in the policy's profile. */
+export function expectedToken(policy: Policy, capability: Capability | undefined, audience: string): Expected {
+  if (policy.provider.tokenProfile !== 'agent-auth-v1') return { profile: 'agents-chain', capability: capability?.name ?? audience };
+  return {
+    profile: 'agent-auth-v1',
+    ...(capability ? { capability: capability.name, location: capabilityLocation(policy, capability) } : {}),
+    urls: serviceAudiences(policy),
+    issuers: (agent) => agentIssuers(policy, agent),
+  };
+}
