@@ -11,6 +11,7 @@ export {
   HOST_TOKEN_TYPE,
   MAX_TOKEN_LIFETIME_SECONDS,
   type AgentSigner,
+  type AgentAuthProfile,
   type HostSigner,
   type HostSignerOptions,
   type RequestToBind,

@@ -68,7 +68,12 @@ export type Expected =
  * rules claims.ts's (shared with host and proof tokens). The key is only ever
  * the directory's key for `sub`; a `kid` in the header is never used.
  */
-export async function verifyAgentToken(token: string, expectedFor: Expected | string, agents: AgentDirectory, nowSeconds: number): Promise<VerifiedToken | Denial> {
+export async function verifyAgentToken(
+  token: string,
+  expectedFor: Expected | string,
+  agents: AgentDirectory,
+  nowSeconds: number,
+): Promise<VerifiedToken | Denial> {
   // A plain string: the seed's profile, aud = that capability.
   const expected: Expected = typeof expectedFor === 'string' ? { profile: 'agents-chain', capability: expectedFor } : expectedFor;
   // 1–2: decode header and payload, confirm typ, alg and the header members; claim types.
@@ -111,7 +116,8 @@ function agentAuthProblem(agent: Agent, kid: unknown, claims: AgentClaims, expec
   if (kid !== undefined && kid !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token kid is not the thumbprint of the agent's key");
   if (claims.iss !== undefined && !expected.issuers(agent).includes(claims.iss))
     return denyAs(agent, 'token_invalid', "token iss is neither the agent's host nor the agent's key thumbprint");
-  if (!expected.urls.has(claims.aud) && claims.aud !== expected.location) return denyAs(agent, 'token_invalid', `token aud "${claims.aud}" is not this service (${[...expected.urls][0]})`);
+  if (!expected.urls.has(claims.aud) && claims.aud !== expected.location)
+    return denyAs(agent, 'token_invalid', `token aud "${claims.aud}" is not this service (${[...expected.urls][0]})`);
   if (claims.capabilities && expected.capability !== undefined && !claims.capabilities.includes(expected.capability))
     return denyAs(agent, 'capability_denied', `the token's capabilities claim does not include "${expected.capability}"`);
   return undefined;

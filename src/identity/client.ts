@@ -48,7 +48,7 @@ export interface AgentSigner {
  *   const signer = await createAgentSigner(privateJwk, 'agent-billing-bot');
  *   fetch(url, { headers: { authorization: `Bearer ${await signer.sign('createInvoice')}` } });
  */
-export async function createAgentSigner(privateJwk: JWK, agentId: string): Promise<AgentSigner> {
+export async function createAgentSigner(privateJwk: JWK, agentId: string, profile?: AgentAuthProfile): Promise<AgentSigner> {
   const { key, thumbprint } = await signingKey(privateJwk);
   return {
     agentId,
@@ -56,7 +56,20 @@ export async function createAgentSigner(privateJwk: JWK, agentId: string): Promi
     async sign(capability, options = {}) {
       const ttl = tokenLifetime(options.ttlSeconds);
       const iat = options.now ?? Math.floor(Date.now() / 1000);
-      return new SignJWT(options.bind ? bindingClaims(options.bind) : {})
+      const claims: Record<string, unknown> = options.bind ? bindingClaims(options.bind) : {};
+      if (profile) {
+        // agent-auth-v1: the service is the audience, the key is named by kid, and the token is for this one capability.
+        claims.capabilities = [capability];
+        const jwt = new SignJWT(claims).setProtectedHeader({ alg: 'EdDSA', typ: AGENT_TOKEN_TYPE, kid: thumbprint }).setSubject(agentId);
+        if (profile.hostId !== undefined) jwt.setIssuer(profile.hostId);
+        return jwt
+          .setAudience(profile.issuer)
+          .setIssuedAt(iat)
+          .setExpirationTime(iat + ttl)
+          .setJti(options.jti ?? randomUUID())
+          .sign(key);
+      }
+      return new SignJWT(claims)
         .setProtectedHeader({ alg: 'EdDSA', typ: AGENT_TOKEN_TYPE })
         .setSubject(agentId)
         .setIssuer(thumbprint)
@@ -67,6 +80,19 @@ export async function createAgentSigner(privateJwk: JWK, agentId: string): Promi
         .sign(key);
     },
   };
+}
+
+/**
+ * Tokens in the Agent Auth Protocol's form (a service whose policy says
+ * `tokenProfile: agent-auth-v1`): `aud` the service's issuer URL, `kid` the
+ * key's thumbprint, `capabilities` the one capability, `iss` the host (or none).
+ */
+export interface AgentAuthProfile {
+  profile: 'agent-auth-v1';
+  /** The service's issuer, as its discovery document publishes it. */
+  issuer: string;
+  /** The host that registered the agent (its id or key thumbprint), sent as iss; omitted: no iss. */
+  hostId?: string;
 }
 
 function bindingClaims(bind: RequestToBind): { htm: string; htu: string; ath: string } {
@@ -117,9 +143,7 @@ export interface HostSignerOptions {
  */
 export async function createHostSigner(privateJwk: JWK, opts: HostSignerOptions = {}): Promise<HostSigner> {
   const { key, thumbprint } = await signingKey(privateJwk);
-  const self = opts.selfRegistering
-    ? { host_public_key: { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x }, ...(opts.name ? { host_name: opts.name } : {}) }
-    : {};
+  const self = opts.selfRegistering ? { host_public_key: { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x }, ...(opts.name ? { host_name: opts.name } : {}) } : {};
   return {
     thumbprint,
     async sign(audience, options = {}) {

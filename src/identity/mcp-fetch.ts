@@ -21,6 +21,11 @@ export interface McpFetchOptions {
   fetch?: typeof fetch;
   /** Default 'authorization' with a 'Bearer ' prefix; any other header name gets the bare token. */
   tokenHeader?: string;
+  /**
+   * Bind every token to its HTTP request (htm, htu, ath): `true` names the URL as called, `{ origin }` the
+   * service's public origin instead (its issuer's, when the agent reaches the sidecar at another address).
+   */
+  bind?: boolean | { origin: string };
 }
 
 /** One MCP server's capabilities, by what a message names. */
@@ -66,8 +71,10 @@ export function createMcpFetch(options: McpFetchOptions): typeof fetch {
       throw new Error(`no MCP server at ${url.pathname}: the sidecar's /capability/list does not list an MCP server (a session capability) there`);
     }
     const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
-    const message = method === 'POST' ? await readMessage(input, init) : undefined;
-    const token = await options.signer.sign(audience(server, server.session, message));
+    const bytes = method === 'POST' ? await bodyBytes(input, init) : undefined;
+    const message = bytes === undefined ? undefined : parseMessage(bytes);
+    const bind = options.bind ? { method, url: typeof options.bind === 'object' ? new URL(url.pathname, options.bind.origin) : url, body: bytes } : undefined;
+    const token = await options.signer.sign(audience(server, server.session, message), bind ? { bind } : undefined);
     const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
     headers.set(header, bearer ? `Bearer ${token}` : token);
     return base(input, { ...init, headers });
@@ -113,17 +120,20 @@ async function discover(base: typeof fetch, origin: string): Promise<McpCapabili
   throw new Error(`MCP capability discovery: ${origin}/capability/list gave more than ${MAX_PAGES} pages`);
 }
 
-/** The POST's JSON-RPC message, or undefined when the body is none the sidecar could read either (it refuses those itself). */
-async function readMessage(input: string | URL | Request, init: RequestInit | undefined): Promise<unknown> {
+/** The POST's body bytes, or undefined when it is a kind this fetch cannot read without consuming it (a stream). */
+async function bodyBytes(input: string | URL | Request, init: RequestInit | undefined): Promise<Uint8Array | undefined> {
   let body: unknown = init?.body;
   if (body === undefined && input instanceof Request) body = await input.clone().text();
-  let text: string | undefined;
-  if (typeof body === 'string') text = body;
-  else if (body instanceof ArrayBuffer) text = Buffer.from(body).toString('utf8');
-  else if (ArrayBuffer.isView(body)) text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
-  if (text === undefined) return undefined;
+  if (typeof body === 'string') return Buffer.from(body);
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  return undefined;
+}
+
+/** The JSON-RPC message, or undefined when the body is none the sidecar could read either (it refuses those itself). */
+function parseMessage(bytes: Uint8Array): unknown {
   try {
-    return JSON.parse(text) as unknown;
+    return JSON.parse(Buffer.from(bytes).toString('utf8')) as unknown;
   } catch {
     return undefined;
   }

@@ -5,9 +5,9 @@ import type { Reply } from '../http/respond.js';
 import type { EndpointAuth } from '../policy/types.js';
 import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
-import type { EndpointRoute, Routed } from './phases.js';
+import type { Authenticated, Buffered, EndpointRoute, Routed } from './phases.js';
 import { readBody } from './stages/body.js';
-import { checkAnyGrant, checkHostReplay, checkReplay, ifTokenSent, readToken, verifyHost, verifyToken } from './stages/authenticate.js';
+import { checkAnyGrant, checkBinding, checkHostReplay, checkReplay, ifTokenSent, readToken, verifyHost, verifyToken } from './stages/authenticate.js';
 
 type EndpointCall = Routed<EndpointRoute>;
 
@@ -45,11 +45,18 @@ async function run<A extends EndpointAuth>(
   progress: Progress,
 ): Promise<Reply | Denial> {
   const authenticated = await chain.run(call, deps, progress);
+  if (isDenial(authenticated)) return authenticated;
   // The body is read once: an MCP tool call to request_permission arrives with its input already buffered.
-  if (isDenial(authenticated) || !endpoint.readsBody || 'body' in authenticated)
-    return isDenial(authenticated) ? authenticated : endpoint.handle(authenticated, deps);
+  if (!endpoint.readsBody || 'body' in authenticated) return bound(authenticated, deps) ?? endpoint.handle(authenticated, deps);
   const buffered = await readBody(authenticated, deps);
   if (isDenial(buffered)) return buffered;
   progress.reached = buffered;
-  return endpoint.handle(buffered, deps);
+  return bound(buffered, deps) ?? endpoint.handle(buffered, deps);
+}
+
+/** An agent token bound to a request (htm, htu, ath) is used on that one only, here too (an endpoint that reads no body binds the empty one). */
+function bound(call: EndpointCall & Partial<Authenticated & Buffered>, deps: Deps): Denial | undefined {
+  if (!call.verified) return undefined;
+  const checked = checkBinding({ ...call, verified: call.verified, body: call.body }, deps);
+  return isDenial(checked) ? checked : undefined;
 }

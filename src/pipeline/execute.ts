@@ -103,7 +103,8 @@ export function executedRequest(policy: Policy, input: unknown, limits: { maxBod
   if (shape) return shape;
   // The app routes the bytes, not the intent: arguments that make another capability's path are refused.
   const match = matchRoute(policy.routes, cap.method, target.segments);
-  if (!match || match.route !== route) return deny('invalid_body', `these arguments make ${path}, which is not a path of ${cap.name} (${cap.method} ${cap.path})`);
+  if (!match || match.route !== route)
+    return deny('invalid_body', `these arguments make ${path}, which is not a path of ${cap.name} (${cap.method} ${cap.path})`);
   return { route, params: match.params, target, raw, body };
 }
 

@@ -111,19 +111,19 @@ describe('egress: the official OpenAI SDK through the sidecar', () => {
     expect(logs.join('')).not.toContain(PROVIDER_KEY);
   });
 
-  it('a disallowed model is refused: the SDK raises an API error with status 403 and the envelope in its body', async () => {
+  it("a disallowed model is refused: the SDK raises an API error with status 403, OpenAI's error shape, the envelope inside", async () => {
     const seen = provider.requests.length;
     const err = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     const api = err as InstanceType<typeof OpenAI.APIError>;
     expect(api.status).toBe(403);
-    // The OpenAI SDK keeps the body's `error` member (the stable code) and puts it in the message.
-    expect(api.error).toBe('constraint_violated');
+    // OpenAI's error object: the stable code in code, the words in the message (more in egress-sdk-errors.test.ts).
+    expect(api.code).toBe('constraint_violated');
     expect(api.message).toContain('constraint_violated');
-    // The whole envelope is what went over the wire.
+    // The whole envelope went over the wire, as error.agents_chain.
     const raw = await call(sidecar, { method: 'POST', path: '/v1/chat/completions', body: { model: 'gpt-4o', messages: [] } });
     expect(raw.status).toBe(403);
-    expect(raw.json).toMatchObject({
+    expect((raw.json as { error: { agents_chain: unknown } }).error.agents_chain).toMatchObject({
       success: false,
       permission: 'constraint_violated',
       capability: 'chat.completion',
@@ -273,7 +273,7 @@ describe('egress: the official Anthropic SDK through the sidecar', () => {
   it('refuses a "stream" flag that is not a boolean (it could be streamed while checked as a plain message)', async () => {
     const r = await call(sidecar, { method: 'POST', path: '/v1/messages', body: { model: 'claude-haiku-4-5', max_tokens: 10, stream: 'true', messages: [] } });
     expect(r.status).toBe(400);
-    expect(r.json).toMatchObject({ error: 'invalid_body' });
+    expect(r.json).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', details: { error_code: 'invalid_body' } } });
   });
 
   it('refuses a model outside the grant, for streaming calls too', async () => {

@@ -1,7 +1,7 @@
 import { SignJWT, importJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bodyHash } from '../../src/auth/binding.js';
-import { startTestSidecar, type TestSidecar } from '../support/fixture.js';
+import { billingPolicy, startTestSidecar, type TestSidecar } from '../support/fixture.js';
 import { call, invoice } from '../support/http.js';
 
 /** The billing policy's issuer: the public origin agents call the service at, what htu names. */
@@ -58,5 +58,63 @@ describe('request binding (htm, htu, ath) on the seed profile', () => {
     const evil = await mint({ htm: 'POST', htu: 'http://evil/x', ath: bodyHash(Buffer.from('{}')) });
     expect((await call(env, { path: '/invoices/inv-1', token: evil })).json).toMatchObject({ error: 'request_binding_mismatch' });
     expect((await call(env, { path: '/invoices/inv-1', token: await mint({ htm: 7 }) })).json).toMatchObject({ error: 'token_invalid' });
+  });
+});
+
+describe('requireBinding: a policy that demands bound tokens', () => {
+  let env: TestSidecar;
+  beforeAll(async () => {
+    env = await startTestSidecar({
+      policy: (agents) =>
+        billingPolicy(agents)
+          .replace(
+            '  - { name: getInvoice, method: GET, path: "/invoices/{id}" }',
+            '  - { name: getInvoice, method: GET, path: "/invoices/{id}", requireBinding: true }',
+          )
+          .replace('path: /uploads, maxBodyBytes: 64 }', 'path: /uploads, maxBodyBytes: 64, requireBinding: true }')
+          .replace('name: other-bot,', 'name: other-bot, requireBinding: true,')
+          .concat(`  - { agent: ${agents.other.id}, capability: streamEvents, status: active }\n`),
+    });
+  });
+  afterAll(async () => {
+    await env.close();
+  });
+
+  it('per capability: an unbound token is refused on it, and still passes on a capability that does not require binding', async () => {
+    const seen = env.app.requests.length;
+    const unbound = await call(env, { path: '/invoices/inv-1', token: await env.bot.signer.sign('getInvoice') });
+    expect(unbound).toMatchObject({ status: 401, json: { error: 'request_binding_mismatch' } });
+    expect(unbound.json.message).toContain('htm, htu');
+    expect(env.app.requests.length).toBe(seen);
+    const bound = await env.bot.signer.sign('getInvoice', { bind: { method: 'GET', url: `${ORIGIN}/invoices/inv-1` } });
+    expect((await call(env, { path: '/invoices/inv-1', token: bound })).status).toBe(200);
+    expect((await call(env, { path: '/events', token: await env.bot.signer.sign('streamEvents') })).status).toBe(200);
+  });
+
+  it('a request with a body needs ath too; without one, htm and htu are enough', async () => {
+    const key = await importJWK(env.bot.privateJwk, 'EdDSA');
+    /** The client's bound token, re-signed without ath: method and URL bound, the body left free. */
+    const withoutAth = async (token: string) => {
+      const [h, p] = token.split('.') as [string, string];
+      const claims = JSON.parse(Buffer.from(p, 'base64url').toString()) as Record<string, unknown>;
+      delete claims.ath;
+      return new SignJWT(claims).setProtectedHeader(JSON.parse(Buffer.from(h, 'base64url').toString())).sign(key);
+    };
+    const body = 'abc';
+    const put = (token: string) => call(env, { method: 'PUT', path: '/uploads', body, headers: { 'content-type': 'text/plain' }, token });
+    const bind = { method: 'PUT', url: `${ORIGIN}/uploads`, body };
+    const seen = env.app.requests.length;
+    expect((await put(await withoutAth(await env.bot.signer.sign('upload', { bind })))).json).toMatchObject({ error: 'request_binding_mismatch' });
+    expect(env.app.requests.length).toBe(seen);
+    expect((await put(await env.bot.signer.sign('upload', { bind }))).status).toBe(200);
+    const get = await withoutAth(await env.bot.signer.sign('getInvoice', { bind: { method: 'GET', url: `${ORIGIN}/invoices/inv-1` } }));
+    expect((await call(env, { path: '/invoices/inv-1', token: get })).status).toBe(200);
+  });
+
+  it('per agent: every token of that agent must be bound, for every capability', async () => {
+    const r = await call(env, { path: '/events', token: await env.other.signer.sign('streamEvents') });
+    expect(r).toMatchObject({ status: 401, json: { error: 'request_binding_mismatch' } });
+    const bound = await env.other.signer.sign('streamEvents', { bind: { method: 'GET', url: `${ORIGIN}/events` } });
+    expect((await call(env, { path: '/events', token: bound })).status).toBe(200);
   });
 });
