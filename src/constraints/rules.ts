@@ -59,10 +59,11 @@ export function normaliseRule(field: string, written: WrittenRule, requireOperat
   const rule: ConstraintRule = rest;
   if (eq !== undefined) {
     if (rest.exact !== undefined)
-      problems.push({ key: EQ_ALIAS, message: 'eq and exact are one operator (eq is the Agent Auth Protocol\'s name for exact): give only one' });
+      problems.push({ key: EQ_ALIAS, message: "eq and exact are one operator (eq is the Agent Auth Protocol's name for exact): give only one" });
     else rule.exact = eq;
   }
-  if (requireOperator && operatorsOf(rule).length === 0) problems.push({ message: `a rule needs an operator (${OPERATORS.join(', ')}); optional and aliases alone check nothing` });
+  if (requireOperator && operatorsOf(rule).length === 0)
+    problems.push({ message: `a rule needs an operator (${OPERATORS.join(', ')}); optional and aliases alone check nothing` });
   const seen = new Set([field]);
   (rule.aliases ?? []).forEach((alias, i) => {
     if (seen.has(alias)) problems.push({ key: ['aliases', i], message: `"${alias}" is ${alias === field ? 'the field itself' : 'listed twice'}` });

@@ -1,3 +1,4 @@
+import { capabilityLocation } from '../auth/profile.js';
 import { deny } from '../errors.js';
 import { jsonReply } from '../http/respond.js';
 import { grantKey } from '../policy/types.js';
@@ -8,7 +9,7 @@ import { grantView } from './grant-view.js';
 /**
  * GET /capability/describe?name=: one capability in full (the Agent Auth
  * Protocol's describe_capability): name, description, method, path, input
- * schema. With an agent token (aud capability_describe) it also says what the
+ * schema, location (its route on the issuer's origin). With an agent token (aud capability_describe) it also says what the
  * caller's grant is: `grant` (status and constraints) and the protocol's
  * `grant_status` (granted / not_granted). Cached privately when it names the
  * caller's grant, publicly otherwise.
@@ -32,7 +33,9 @@ export const describeCapability = defineEndpoint({
       ...(c.description ? { description: c.description } : {}),
       method: c.method,
       path: c.path,
-      ...(c.inputSchema ? { input_schema: c.inputSchema } : {}),
+      // input_schema as /capability/list names it; input as the protocol does.
+      ...(c.inputSchema ? { input_schema: c.inputSchema, input: c.inputSchema } : {}),
+      location: capabilityLocation(deps.policy, c),
       ...(c.mcp ? { mcp: c.mcp } : {}),
       ...(grant ? { grant, grant_status: grant.status === 'active' ? 'granted' : 'not_granted' } : {}),
     };

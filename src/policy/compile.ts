@@ -150,6 +150,14 @@ function checkMode(raw: RawPolicy, at: At): Preset | undefined {
   if (egress && raw.mcp && raw.unmapped === 'pass')
     at(['unmapped'], 'in front of an MCP server, unmapped: pass would forward look-alike paths (/MCP, /mcp/) unchecked: use deny', true);
   if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
+  // In egress the sidecar mints each call's token itself (seed form, unbound): these say how agents' tokens look.
+  if (egress && raw.provider.tokenProfile === 'agent-auth-v1')
+    at(['provider', 'tokenProfile'], 'only meaningful in ingress: in egress the sidecar signs each call itself', true);
+  if (egress && raw.provider.requireBinding)
+    at(['provider', 'requireBinding'], 'only meaningful in ingress: in egress the sidecar signs each call itself', true);
+  (raw.agents ?? []).forEach((a, i) => {
+    if (egress && a.requireBinding) at(['agents', i, 'requireBinding'], 'only meaningful in ingress: in egress the sidecar signs each call itself', true);
+  });
   if (egress && raw.capabilities?.length)
     at(['capabilities'], 'in egress mode the capabilities come from the preset (or the mcp: section); remove this list', true);
   if (!egress && !raw.capabilities && !raw.mcp) at([], "capabilities (the app's named operations) or mcp (its MCP servers) is required");

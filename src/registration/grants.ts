@@ -1,5 +1,5 @@
 import { deny, type Denial } from '../errors.js';
-import { EQ_ALIAS, normaliseRule, OPERATORS, operatorsOf, RULE_KEYS_TEXT, unknownRuleKeys, type WrittenRule } from '../constraints/rules.js';
+import { EQ_ALIAS, normaliseRule, OPERATORS, operatorsOf, RULE_KEYS_TEXT, unknownRuleKeys } from '../constraints/rules.js';
 import type { ConstraintRule, Constraints, Host, Scalar } from '../policy/types.js';
 
 /** What a registration asks for: capability names, or names with constraints that narrow the host's. */
@@ -36,11 +36,12 @@ export function deriveGrants(host: Host, requested: unknown): DerivedGrant[] | D
 function unknownOperators(requested: unknown): Map<string, string> {
   const out = new Map<string, string>();
   if (!Array.isArray(requested)) return out;
-  for (const item of requested) {
-    const constraints = isObject(item) ? item.constraints : undefined;
+  for (const item of requested as unknown[]) {
+    if (!isObject(item)) continue;
+    const { name, constraints } = item;
     if (!isObject(constraints)) continue;
     for (const [field, rule] of Object.entries(constraints))
-      if (isObject(rule)) for (const k of unknownRuleKeys(rule)) if (!out.has(k)) out.set(k, `${String(item.name)}.${field}`);
+      if (isObject(rule)) for (const k of unknownRuleKeys(rule)) if (!out.has(k)) out.set(k, `${String(name)}.${field}`);
   }
   return out;
 }
@@ -143,7 +144,7 @@ function readRule(field: string, rule: unknown, where: string): ConstraintRule |
   if (r.optional !== undefined && typeof r.optional !== 'boolean') return `${where}: optional must be true or false`;
   if (r.aliases !== undefined && !(Array.isArray(r.aliases) && r.aliases.every((a) => typeof a === 'string' && FIELD.test(a) && a !== '__proto__')))
     return `${where}: aliases must be a list of field names`;
-  const { rule: normal, problems } = normaliseRule(field, r as WrittenRule, false);
+  const { rule: normal, problems } = normaliseRule(field, r, false);
   return problems.length ? `${where}: ${problems[0]!.message}` : normal;
 }
 

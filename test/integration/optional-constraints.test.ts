@@ -60,7 +60,9 @@ describe('the Anthropic example: temperature is optional', () => {
     const plain = await client.messages.create({ model: 'claude-haiku-4-5', max_tokens: 256, messages: [{ role: 'user', content: 'hi' }] });
     expect(plain.type).toBe('message');
     expect(JSON.parse(provider.requests.at(-1)!.body.toString())).not.toHaveProperty('temperature');
-    await client.messages.create({ model: 'claude-haiku-4-5', max_tokens: 256, temperature: 0.3, messages: [{ role: 'user', content: 'hi' }] });
+    // This SDK release no longer types temperature; older ones and other clients still send it.
+    const withTemperature = { model: 'claude-haiku-4-5', max_tokens: 256, temperature: 0.3, messages: [{ role: 'user' as const, content: 'hi' }] };
+    await client.messages.create(withTemperature);
     expect(JSON.parse(provider.requests.at(-1)!.body.toString())).toMatchObject({ temperature: 0.3 });
   });
 

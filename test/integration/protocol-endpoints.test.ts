@@ -83,6 +83,8 @@ describe('protocol endpoints: describe_capability, introspect, rotate_key, regis
       method: 'POST',
       path: '/invoices',
       input_schema: { type: 'object', required: ['amount'], properties: { amount: { type: 'number' } } },
+      input: { type: 'object', required: ['amount'], properties: { amount: { type: 'number' } } },
+      location: `${ISSUER}/invoices`,
     });
     const agent = await createAgentSigner(agentKeys.privateJwk, agentId);
     const mine = await call(`${env.url}/capability/describe?name=createInvoice`, { token: await agent.sign('capability_describe') });

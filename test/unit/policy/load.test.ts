@@ -296,6 +296,18 @@ describe('egress policies', () => {
     expect(issue.message).toMatch(/multipart\/form-data.*could never be checked/);
   });
 
+  it('refuses the agents’ token settings (tokenProfile, requireBinding): in egress the sidecar signs each call itself', async () => {
+    const v1 = egress([]).replace('issuer: https://e.internal }', 'issuer: https://e.internal, tokenProfile: agent-auth-v1, requireBinding: true }');
+    const issues = await issuesOf(v1.replace('name: bot, publicKey', 'name: bot, requireBinding: true, publicKey'));
+    expect(issues.map((i) => i.key).sort()).toEqual(['agents[0].requireBinding', 'provider.requireBinding', 'provider.tokenProfile']);
+    expect(issues[0]!.message).toMatch(/only meaningful in ingress/);
+    const ingress = await loadPolicyText(replaceLine(3, '  name: svc', '  tokenProfile: agent-auth-v1', '  requireBinding: true'), FILE);
+    expect(ingress.provider).toMatchObject({ tokenProfile: 'agent-auth-v1', requireBinding: true });
+    expect((await issueAt(replaceLine(3, '  name: svc', '  tokenProfile: v2'), 'provider.tokenProfile')).message).toMatch(
+      /must be one of "agents-chain", "agent-auth-v1"/,
+    );
+  });
+
   it('refuses a capability list in egress mode, a missing preset, and a preset without egress', async () => {
     expect((await issueAt(egress(['capabilities:', '  - { name: x, method: GET, path: /x }']), 'capabilities')).message).toMatch(/come from the preset/);
     expect((await issuesOf(egress([]).replace('preset: openai\n', ''))).map((i) => i.message)).toContainEqual(expect.stringMatching(/needs a preset/));
