@@ -102,6 +102,9 @@ function protocolFields(body: Record<string, unknown>): Denial | undefined {
   const force = body.force_approval;
   if (force !== undefined && typeof force !== 'boolean') return deny('invalid_body', 'force_approval must be a boolean');
   if (force === true)
-    return deny('invalid_body', "force_approval is not served here: registrations are not approved by a human; agents are active at once, within their host's defaults");
+    return deny(
+      'invalid_body',
+      "force_approval is not served here: registrations are not approved by a human; agents are active at once, within their host's defaults",
+    );
   return undefined;
 }

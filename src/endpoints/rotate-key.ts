@@ -51,7 +51,8 @@ async function rotate(call: EndpointPhases['host'], deps: Deps): Promise<Reply |
   }
   const unproven = verifyAgentProof(body.agent_proof, { key, thumbprint }, call.token, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
   if (unproven) return unproven;
-  if ([...deps.policy.agents.values()].some((a) => a.thumbprint === thumbprint)) return deny('invalid_body', 'this key belongs to an agent listed in the policy');
+  if ([...deps.policy.agents.values()].some((a) => a.thumbprint === thumbprint))
+    return deny('invalid_body', 'this key belongs to an agent listed in the policy');
   // The key another registered agent is named after stays that agent's.
   const namesake = `agt_${thumbprint}`;
   if (namesake !== id && (await registry.get(namesake))) return deny('capability_denied', `this key is already registered, as agent "${namesake}"`);

@@ -133,7 +133,7 @@ function adminServer(opts: SidecarOptions, state: SidecarState, p: AdminParts): 
       audit,
       metrics,
       registry: registered.registry,
-      hasHosts: () => state.current.policy.hosts.size > 0,
+      hasHosts: () => state.current.policy.hosts.size > 0 || state.current.policy.dynamicHosts !== undefined,
       now,
       appProbes: opts.appProbes,
     }),

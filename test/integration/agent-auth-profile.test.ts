@@ -49,7 +49,7 @@ describe('agent-auth-v1: the sidecar and the reference server decide alike', () 
   let env: TestSidecar;
   let ref: ReferenceServer;
   let sides: Side[];
-  let key: CryptoKey | Uint8Array;
+  let key: Awaited<ReturnType<typeof importJWK>>;
 
   beforeAll(async () => {
     agent = await testAgent(AGENT_ID);

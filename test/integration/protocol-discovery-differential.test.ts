@@ -69,7 +69,10 @@ describe('discovery and describe_capability, against the reference server', () =
       expect(ours, member).toHaveProperty(member);
       expect(kind(ours[member]), member).toBe(kind(value));
     }
-    const missing = { theirs: (await call(`${ref.issuer}/capability/describe?name=nope`)).status, ours: (await call(`${env.url}/capability/describe?name=nope`)).status };
+    const missing = {
+      theirs: (await call(`${ref.issuer}/capability/describe?name=nope`)).status,
+      ours: (await call(`${env.url}/capability/describe?name=nope`)).status,
+    };
     expect(missing).toEqual({ theirs: 404, ours: 404 });
     const inactive = async (url: string) => (await call(url, { method: 'POST', body: { token: 'not.a.token' } })).json;
     expect(await inactive(`${env.url}/agent/introspect`)).toEqual(await inactive(`${ref.issuer}/agent/introspect`));

@@ -6,7 +6,10 @@ import { PolicyError } from '../../src/policy/issues.js';
 import { startTestSidecar, testAgent, type TestAgent, type TestSidecar } from '../support/fixture.js';
 import { call } from '../support/http.js';
 import { ISSUER } from '../support/registration.js';
+import { REDIS_URL, testPrefix } from '../support/redis.js';
 import { signClaims } from '../support/tokens.js';
+
+const ADMIN = 'protocol-endpoints-admin-token-0123456789';
 
 /** A billing policy with a policy agent, one listed host and (given) self-registering hosts. */
 function policy(bot: TestAgent, host: AgentKeyPair, dynamic = ''): string {
@@ -180,7 +183,10 @@ describe('protocol endpoints: describe_capability, introspect, rotate_key, regis
     });
     const before = await createAgentSigner(keys.privateJwk, id);
     const after = await createAgentSigner(next.privateJwk, id);
-    expect(await call(`${env.url}/invoices/inv-1`, { token: await before.sign('getInvoice') })).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
+    expect(await call(`${env.url}/invoices/inv-1`, { token: await before.sign('getInvoice') })).toMatchObject({
+      status: 401,
+      json: { error: 'token_invalid' },
+    });
     expect((await call(`${env.url}/invoices/inv-1`, { token: await after.sign('getInvoice') })).status).toBe(200);
     // The retired key cannot be registered again, not even as the agent it was.
     expect(await register(env, host, keys, { name: 'rotating-bot' })).toMatchObject({
@@ -278,7 +284,9 @@ describe('self-registering hosts (dynamicHosts)', () => {
       expect(await call(`${env.url}/agent/status?agent_id=x`, { token: wrongIss })).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
 
       // Revoked by its own host, the agent is refused at once.
-      expect((await call(`${env.url}/agent/revoke`, { method: 'POST', token: await self.sign(ISSUER), body: { agent_id: reg.json.agent_id } })).status).toBe(200);
+      expect((await call(`${env.url}/agent/revoke`, { method: 'POST', token: await self.sign(ISSUER), body: { agent_id: reg.json.agent_id } })).status).toBe(
+        200,
+      );
       expect(await call(`${env.url}/invoices`, { method: 'POST', token: await agent.sign('createInvoice'), body: { amount: 1 } })).toMatchObject({
         status: 401,
         json: { error: 'agent_not_found' },
@@ -302,11 +310,53 @@ dynamicHosts:
     expect(loaded.routes.filter((r) => r.kind === 'endpoint').map((r) => (r.kind === 'endpoint' ? r.endpoint : ''))).toEqual(
       expect.arrayContaining(['register', 'agent_status', 'revoke', 'rotate_key']),
     );
+    // Operators list (and revoke) self-registered hosts' agents on the admin listener, hosts listed or not.
+    const env = await startTestSidecar({ policy: loaded, adminToken: ADMIN, logLevel: 'error' });
+    try {
+      expect(await call(`${env.adminUrl}/agents`, { token: ADMIN })).toMatchObject({ status: 200, json: { agents: [] } });
+    } finally {
+      await env.close();
+    }
     const clash = policy(bot, hostKeys, DYNAMIC).replace('id: laptop-host', 'id: hst_laptop');
     const err = await loadPolicyText(clash, 'clash.yaml').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PolicyError);
     expect((err as PolicyError).message).toMatch(/hst_/);
     const unknown = await loadPolicyText(only.replace('[getInvoice]', '[nope]'), 'unknown.yaml').catch((e: unknown) => e);
     expect((unknown as PolicyError).message).toMatch(/unknown capability "nope"/);
+  });
+});
+
+describe('key rotation across replicas (Redis)', () => {
+  it('a key rotated on one replica is refused on the other at its next call', async () => {
+    const bot = await testAgent('agent-billing-bot');
+    const other = await testAgent('agent-other');
+    const hostKeys = await generateAgentKeyPair();
+    const host = await createHostSigner(hostKeys.privateJwk);
+    const shared = { redis: { url: REDIS_URL, prefix: testPrefix('rotate') }, metrics: { processMetrics: false }, logLevel: 'error' as const, waitReady: true };
+    const a = await startTestSidecar({ ...shared, policy: policy(bot, hostKeys), agents: { bot, other } });
+    const b = await startTestSidecar({ ...shared, policy: policy(bot, hostKeys), agents: { bot, other } });
+    try {
+      const keys = await generateAgentKeyPair();
+      const id = (await register(a, host, keys, { name: 'replica-bot', capabilities: ['getInvoice'] })).json.agent_id as string;
+      const old = await createAgentSigner(keys.privateJwk, id);
+      expect((await call(`${b.url}/invoices/inv-1`, { token: await old.sign('getInvoice') })).status).toBe(200);
+      const next = await generateAgentKeyPair();
+      const token = await host.sign(ISSUER);
+      const rotated = await call(`${a.url}/agent/rotate-key`, {
+        method: 'POST',
+        token,
+        body: { agent_id: id, public_key: next.publicJwk, agent_proof: await createAgentProof(next.privateJwk, { hostToken: token, audience: ISSUER }) },
+      });
+      expect(rotated.status).toBe(200);
+      expect(await call(`${b.url}/invoices/inv-1`, { token: await old.sign('getInvoice') })).toMatchObject({ status: 401, json: { error: 'token_invalid' } });
+      const fresh = await createAgentSigner(next.privateJwk, id);
+      expect((await call(`${b.url}/invoices/inv-1`, { token: await fresh.sign('getInvoice') })).status).toBe(200);
+      expect((await call(`${b.url}/agent/status?agent_id=${id}`, { token: await host.sign(ISSUER) })).json).toMatchObject({
+        key_rotated_at: expect.any(String),
+      });
+    } finally {
+      await a.close();
+      await b.close();
+    }
   });
 });

@@ -18,12 +18,14 @@ describe('the endpoint registry', () => {
       .filter((e) => e.needs !== 'accessRequests')
       .map((e) => `${e.method} ${e.path} ${e.name} ${e.auth}`);
     expect(routed).toEqual(expected);
+    // Published as absolute URLs on the issuer's origin.
     const published = discoveryDocument(policy).endpoints as Record<string, string>;
+    const origin = new URL(policy.provider.issuer).origin;
     expect(published).toEqual(
       Object.fromEntries(
         Object.values(ENDPOINTS)
           .filter((e) => e.discoveryName && e.needs !== 'accessRequests')
-          .map((e) => [e.discoveryName, e.path]),
+          .map((e) => [e.discoveryName, `${origin}${e.path}`]),
       ),
     );
   });
