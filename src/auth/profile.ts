@@ -4,6 +4,7 @@
  * Pure; the policy is the only input.
  */
 import type { Agent, Capability, Policy } from '../policy/types.js';
+import { SELF_REGISTERED_HOST_PREFIX } from '../registration/host-token.js';
 import { publicOrigin } from './binding.js';
 import type { Expected } from './verify.js';
 
@@ -39,6 +40,8 @@ export function agentIssuers(policy: Policy, agent: Agent): string[] {
   if (agent.hostId !== undefined) {
     out.push(agent.hostId);
     for (const h of policy.hosts.values()) if (h.id === agent.hostId) out.push(h.thumbprint);
+    // A self-registered host is named after its key's thumbprint.
+    if (agent.hostId.startsWith(SELF_REGISTERED_HOST_PREFIX)) out.push(agent.hostId.slice(SELF_REGISTERED_HOST_PREFIX.length));
   }
   return out;
 }

@@ -1,4 +1,4 @@
-import type { Policy } from '../policy/types.js';
+import type { Constraints, Policy } from '../policy/types.js';
 
 /** The capability label of a call that matched no route, and of a public route (call-metrics.ts). */
 export const NO_ROUTE = '(none)';
@@ -32,8 +32,10 @@ export function knownLabels(policy: Policy): KnownLabels {
     else if (route.kind === 'endpoint') callCapabilities.add(route.endpoint);
   }
   const fields = new Map<string, [string, string]>();
-  const addFields = (capability: string, constraints: object): void => {
-    for (const field of Object.keys(constraints)) fields.set(`${capability}\u0000${field}`, [capability, field]);
+  const addFields = (capability: string, constraints: Constraints): void => {
+    // A violation names the spelling the call sent: an alias is a field of its own here.
+    for (const [field, rule] of Object.entries(constraints))
+      for (const name of [field, ...(rule.aliases ?? [])]) fields.set(`${capability}\u0000${name}`, [capability, name]);
   };
   for (const grant of policy.grants.values()) addFields(grant.capability, grant.constraints);
   for (const host of policy.hosts.values()) for (const [capability, constraints] of host.defaults) addFields(capability, constraints);
