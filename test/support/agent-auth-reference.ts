@@ -23,6 +23,8 @@ export interface ReferenceAgent {
 export interface ReferenceServer {
   /** The server's issuer (its base URL with better-auth's base path): what `aud` names. */
   issuer: string;
+  /** Its origin, where /.well-known/agent-configuration answers. */
+  origin: string;
   /** The calls its execute handler ran. */
   executed: { capability: string; arguments: unknown }[];
   db: Record<string, Record<string, unknown>[]>;
@@ -97,9 +99,15 @@ export async function startReference(o: {
       }),
     ],
   });
-  server.on('request', toNodeHandler(auth));
+  const handler = toNodeHandler(auth);
+  // The plugin serves discovery under its base path and asks the operator to expose it at the well-known URL: done here.
+  server.on('request', (req, res) => {
+    if (req.url === '/.well-known/agent-configuration') req.url = '/api/auth/agent-configuration';
+    void handler(req, res);
+  });
   return {
     issuer: `${base}/api/auth`,
+    origin: base,
     executed,
     db,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
