@@ -72,6 +72,8 @@ export const DENIALS = {
   token_missing: call(401, unverified),
   token_invalid: call(401, unverified),
   agent_not_found: call(401, unverified),
+  /** agent-auth-v1 only: the agent a host registered was revoked (told only to a caller whose token its key verifies). */
+  agent_revoked: call(403, () => 'This agent has been revoked by its host. Register a new agent to continue.'),
   token_expired: call(401, () => 'Your token has expired. Mint a fresh token for every call (lifetime at most 60 seconds) and retry.'),
   /** The token names another request (htm, htu or ath): it was minted for a different method, URI or body. */
   request_binding_mismatch: call(401, (d) => `${d.message}. Mint a token bound to this exact request (method, URL, body) and retry.`),

@@ -26,6 +26,17 @@ export class RegisteredAgents {
     return host ? this.toAgent({ ...r, grants: currentGrants(host, r.grants) }) : undefined;
   }
 
+  /**
+   * A revoked agent as it was (its key, no grants), for one purpose: to tell
+   * the holder of its key, once a token verifies with it, that it was revoked
+   * (the Agent Auth profile's agent_revoked) rather than unknown.
+   */
+  async revoked(id: string, policy: Policy): Promise<Agent | undefined> {
+    if (policy.hosts.size === 0 && !policy.dynamicHosts) return undefined;
+    const r = await this.registry.get(id);
+    return r?.status === 'revoked' ? this.toAgent({ ...r, grants: [] }) : undefined;
+  }
+
   private async toAgent(r: RegisteredAgent): Promise<Agent | undefined> {
     let key = this.keys.get(r.thumbprint);
     if (!key) {

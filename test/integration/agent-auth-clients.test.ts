@@ -61,6 +61,21 @@ describe('the reference client plugin against the sidecar (agent-auth-v1)', () =
       { headers: { authorization: `Bearer ${await signer.sign('createInvoice')}` } },
     );
     expect(refused.error).toMatchObject({ status: 403, error: 'capability_not_granted' });
+
+    // Revoked by its host: its own key hears agent_revoked; a token with its id and another key, agent_not_found.
+    const revoked = await c.agent.revoke({ agent_id: agentId }, { headers: { authorization: `Bearer ${await host.sign(ISSUER)}` } });
+    expect(revoked.error).toBeNull();
+    const again = await c.capability.execute(
+      { capability: 'getInvoice', arguments: { id: 'inv-1' } },
+      { headers: { authorization: `Bearer ${await signer.sign('getInvoice')}` } },
+    );
+    expect(again.error).toMatchObject({ status: 403, error: 'agent_revoked' });
+    const impostor = await createAgentSigner((await generateAgentKeyPair()).privateJwk, agentId, { profile: 'agent-auth-v1', issuer: ISSUER });
+    const guessed = await c.capability.execute(
+      { capability: 'getInvoice', arguments: { id: 'inv-1' } },
+      { headers: { authorization: `Bearer ${await impostor.sign('getInvoice')}` } },
+    );
+    expect(guessed.error).toMatchObject({ status: 401, error: 'agent_not_found' });
   });
 });
 
@@ -112,5 +127,47 @@ describe('agents-chain register against the reference server', () => {
     // The reference verified the token (sub, aud, kid, capabilities, signature) and stops at its own rule that an
     // autonomous agent needs an owning user, which only its server-side options can resolve.
     expect({ status: r.status, json: await r.json() }).toMatchObject({ status: 401, json: { error: 'autonomous_owner_required' } });
+  });
+});
+
+describe('an unknown constraint operator, on both sides', () => {
+  it('the reference refuses the call that meets it; the sidecar refuses the grant before it exists: both 400 unknown_constraint_operator', async () => {
+    const agentKeys = await generateAgentKeyPair();
+    const ref = await startReference({
+      capabilities: [{ name: 'createInvoice', description: 'Create an invoice' }],
+      agents: [{ id: 'agent-1', name: 'bot', publicJwk: agentKeys.publicJwk, grants: [{ capability: 'createInvoice', constraints: { amount: { lte: 5 } } }] }],
+    });
+    const hostKeys = await generateAgentKeyPair();
+    const env = await startTestSidecar({
+      policy: registrationPolicy(hostKeys).replace('description: Billing API }', 'description: Billing API, tokenProfile: agent-auth-v1 }'),
+    });
+    try {
+      const signer = await createAgentSigner(agentKeys.privateJwk, 'agent-1', { profile: 'agent-auth-v1', issuer: ref.issuer });
+      const atReference = await fetch(`${ref.issuer}/capability/execute`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await signer.sign('createInvoice')}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ capability: 'createInvoice', arguments: { amount: 1 } }),
+      });
+      expect({ status: atReference.status, json: await atReference.json() }).toMatchObject({
+        status: 400,
+        json: { error: 'unknown_constraint_operator', operators: ['lte'] },
+      });
+      expect(ref.executed).toEqual([]);
+
+      const host = await createHostSigner(hostKeys.privateJwk);
+      const reg = await registration(host, agentKeys, { name: 'bot', capabilities: [{ name: 'createInvoice', constraints: { amount: { lte: 5 } } }] });
+      const atSidecar = await fetch(`${env.url}/agent/register`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${reg.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(reg.body),
+      });
+      expect({ status: atSidecar.status, json: await atSidecar.json() }).toMatchObject({
+        status: 400,
+        json: { error: 'unknown_constraint_operator', operators: ['lte'] },
+      });
+    } finally {
+      await env.close();
+      await ref.close();
+    }
   });
 });

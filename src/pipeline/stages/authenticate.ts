@@ -1,8 +1,10 @@
 import { checkRequestBinding, missingBinding, publicOrigin } from '../../auth/binding.js';
 import { extractToken, tokenSent } from '../../auth/extract.js';
+import { decodeJws } from '../../auth/jws.js';
 import { expectedToken } from '../../auth/profile.js';
+import { AGENT_TOKEN_TYPE } from '../../identity/client.js';
 import { refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../auth/replay.js';
-import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory } from '../../auth/verify.js';
+import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type Expected } from '../../auth/verify.js';
 import { deny, isDenial, type Denial } from '../../errors.js';
 import { verifyAnyHostToken } from '../../registration/host-token.js';
 import type { Chain, Progress } from '../chain.js';
@@ -24,9 +26,28 @@ export async function verifyToken<P extends Routed & WithToken>(call: P, deps: D
       ? expectedToken(deps.policy, route.capability, route.capability.name)
       : expectedToken(deps.policy, undefined, route.kind === 'endpoint' ? route.audience : '');
   const t0 = performance.now();
-  const verified = await verifyAgentToken(call.token, expected, agentDirectory(deps), Math.floor(deps.now() / 1000));
+  const now = Math.floor(deps.now() / 1000);
+  const verified = await verifyAgentToken(call.token, expected, agentDirectory(deps), now);
   deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
-  return isDenial(verified) ? verified : advance(call, { verified });
+  if (isDenial(verified))
+    return verified.code === 'agent_not_found' && expected.profile === 'agent-auth-v1' ? revokedOr(verified, call.token, expected, deps, now) : verified;
+  return advance(call, { verified });
+}
+
+/**
+ * The protocol answers a revoked agent agent_revoked. Said only to whoever
+ * holds its key: the token must verify, steps 1–7, with the revoked agent's
+ * key (anyone else still hears agent_not_found).
+ */
+async function revokedOr(notFound: Denial, token: string, expected: Expected, deps: Deps, now: number): Promise<Denial> {
+  const registered = deps.registered;
+  const jws = registered && decodeJws(token, AGENT_TOKEN_TYPE);
+  const sub = jws && typeof jws !== 'string' ? jws.payload.sub : undefined;
+  if (!registered || typeof sub !== 'string') return notFound;
+  const agent = await registered.revoked(sub, deps.policy);
+  if (!agent) return notFound;
+  const proven = await verifyAgentToken(token, expected, { get: () => agent }, now);
+  return isDenial(proven) ? notFound : { ...deny('agent_revoked', `agent "${agent.id}" has been revoked`), agentId: agent.id };
 }
 
 /** Policy agents first; then agents hosts registered, read from the registry on every call. */
