@@ -17,8 +17,10 @@ export interface ForwardRequest {
   requestId: string;
   /** Sent back as Agent-Permission on capability calls. */
   permission?: 'not_required' | 'approved';
-  /** A successful JSON answer, rewritten (`envelope: all`'s ConstraintAwareResult, execute's {data}). */
+  /** A successful JSON answer, rewritten whole (`envelope: all`'s ConstraintAwareResult). */
   wrap?: (result: unknown) => unknown;
+  /** A successful JSON answer, framed as it streams (execute's `{"data": <answer>}`): never buffered. */
+  frame?: { prefix: string; suffix: string };
   /** An MCP list request: each JSON-RPC message of the answer (JSON or SSE) rewritten on its way back. */
   rewrite?: MessageRewrite;
   /** A long-lived stream (an MCP server's GET): sent on its own pool, so open streams never hold the connections calls need. */
@@ -79,7 +81,16 @@ export class Upstream {
     const headers = downstreamResponseHeaders(upstream.headers);
     headers['x-request-id'] = req.requestId;
     if (req.permission) headers['agent-permission'] = req.permission;
-    if (req.wrap && upstream.statusCode < 300 && isJson(headers['content-type']) && !headers['content-encoding']) {
+    const rewritable = hasBody(req.method, upstream.statusCode) && isJson(headers['content-type']) && !headers['content-encoding'];
+    if (req.frame && rewritable && headers['content-length'] !== '0') {
+      const frame = { prefix: Buffer.from(req.frame.prefix), suffix: Buffer.from(req.frame.suffix) };
+      const length = headers['content-length'];
+      if (length !== undefined) headers['content-length'] = String(Number(length) + frame.prefix.length + frame.suffix.length);
+      const bytes = await relayAnswer(res, upstream.statusCode, headers, upstream.body, frame);
+      res.off('close', onClose);
+      return { status: upstream.statusCode, bytes };
+    }
+    if (req.wrap && rewritable) {
       res.off('close', onClose);
       const text = JSON.stringify(req.wrap(await readJson(upstream.body)));
       writeRewrittenJson(res, upstream.statusCode, headers, text);
@@ -124,6 +135,11 @@ export class Upstream {
   async close(): Promise<void> {
     await Promise.all([this.pool.close(), this.streams.close()]);
   }
+}
+
+/** A 2xx answer that carries a body to rewrite: not a HEAD's, not 204, 205 or a 1xx/3xx. */
+function hasBody(method: string, status: number): boolean {
+  return status >= 200 && status < 300 && status !== 204 && status !== 205 && method.toUpperCase() !== 'HEAD';
 }
 
 function isJson(type: string | string[] | undefined): boolean {

@@ -21,6 +21,8 @@ export interface AuditEntry {
   /** Response body bytes relayed (for a stream, counted when it ended). */
   responseBytes?: number;
   requestId: string;
+  /** The request it came as, when that is not the one recorded (`/capability/execute`). */
+  via?: string;
   permission?: 'not_required' | 'approved' | 'constraint_violated' | 'denied' | 'expired';
   /** For approval events: what happened (created, approved, denied, expired, wrong_code). */
   event?: string;
@@ -41,6 +43,7 @@ export function entryHead(e: AuditEntry): string {
   if (e.upstreamStatus !== undefined) out += `,"upstreamStatus":${num(e.upstreamStatus)}`;
   if (e.responseBytes !== undefined) out += `,"responseBytes":${num(e.responseBytes)}`;
   out += `,"requestId":${str(e.requestId)}`;
+  if (e.via !== undefined) out += `,"via":${str(e.via)}`;
   if (e.permission !== undefined) out += `,"permission":"${e.permission}"`;
   if (e.event !== undefined) out += `,"event":${str(e.event)}`;
   return out;

@@ -14,7 +14,7 @@ export interface BoundRequest {
 /**
  * A token that names its request (`htm`, `htu`, `ath`, as Agent Auth and DPoP
  * do) is used only on that request. `htm` is the method (any case); `htu`
- * the target without query or fragment, compared as a string with the
+ * the target without query or fragment (one with them is refused), compared as a string with the
  * service's public origin (its issuer's) and the path exactly as received, as
  * RFC 9449 §4.3 compares it (the agent's external URL, not the sidecar's
  * listener); `ath` the base64url SHA-256 of the body bytes (of none: empty).
@@ -25,9 +25,10 @@ export function checkRequestBinding(claims: Pick<AgentClaims, 'htm' | 'htu' | 'a
     return deny('request_binding_mismatch', `the token is bound to method ${claims.htm}, not ${request.method}`);
   }
   if (claims.htu !== undefined) {
-    const bound = claims.htu.replace(/[?#].*$/s, '');
-    if (bound !== `${publicOrigin}${request.path}`)
-      return deny('request_binding_mismatch', `the token is bound to ${bound}, not ${publicOrigin}${request.path}`);
+    // RFC 9449 §4.2: htu is the target without query and fragment; one that carries them binds nothing it names.
+    if (/[?#]/.test(claims.htu)) return deny('request_binding_mismatch', 'the token\'s htu carries a query or fragment; bind the URL without them');
+    if (claims.htu !== `${publicOrigin}${request.path}`)
+      return deny('request_binding_mismatch', `the token is bound to ${claims.htu}, not ${publicOrigin}${request.path}`);
   }
   if (claims.ath !== undefined && claims.ath !== bodyHash(request.body)) {
     return deny('request_binding_mismatch', 'the token is bound to another body (ath is not the SHA-256 of these bytes)');

@@ -116,7 +116,9 @@ function agentAuthProblem(agent: Agent, kid: unknown, claims: AgentClaims, expec
   if (kid !== undefined && kid !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token kid is not the thumbprint of the agent's key");
   if (claims.iss !== undefined && !expected.issuers(agent).includes(claims.iss))
     return denyAs(agent, 'token_invalid', "token iss is neither the agent's host nor the agent's key thumbprint");
-  if (!expected.urls.has(claims.aud) && claims.aud !== expected.location)
+  // A capability's location names it only with a capabilities claim of that one capability (as the reference reads it).
+  const atLocation = claims.aud === expected.location && claims.capabilities?.length === 1 && claims.capabilities[0] === expected.capability;
+  if (!expected.urls.has(claims.aud) && !atLocation)
     return denyAs(agent, 'token_invalid', `token aud "${claims.aud}" is not this service (${[...expected.urls][0]})`);
   if (claims.capabilities && expected.capability !== undefined && !claims.capabilities.includes(expected.capability))
     return denyAs(agent, 'capability_denied', `the token's capabilities claim does not include "${expected.capability}"`);

@@ -121,9 +121,12 @@ export function relayAnswer(
   status: number,
   headers: Record<string, string | string[]>,
   body: NodeJS.ReadableStream & { destroy(err?: Error): void },
+  /** Bytes written before and after the app's (execute's `{"data":` and `}`), streamed: the caller sized content-length. */
+  frame?: { prefix: Buffer; suffix: Buffer },
 ): Promise<number> {
   res.writeHead(status, headers);
-  if (headers['content-length'] === undefined) res.flushHeaders();
+  if (frame) res.write(frame.prefix);
+  else if (headers['content-length'] === undefined) res.flushHeaders();
   let bytes = 0;
   body.on('data', (c: Buffer) => {
     bytes += c.length;
@@ -141,7 +144,10 @@ export function relayAnswer(
     body.once('error', fail);
     res.once('close', done);
     res.once('finish', done);
-    body.pipe(res);
+    if (frame) {
+      body.once('end', () => res.end(frame.suffix));
+      body.pipe(res, { end: false });
+    } else body.pipe(res);
     res.once('close', () => {
       if (!res.writableFinished) body.destroy();
     });

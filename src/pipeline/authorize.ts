@@ -131,11 +131,15 @@ function readArguments(
   const plan = planArguments(constraints, args.method, args.params);
   const query = readConstrainedQuery(args.query, plan.query);
   if (isDenial(query)) return query;
+  const pathFields = constrainedPathParameters(constraints, args.params);
+  // Laravel's $request->id, PHP's $_REQUEST read a query or body copy of a path parameter before the route's value.
+  const copied = pathFields.size > 0 && !args.parsed ? keyReadAs(args.query, pathFields) : undefined;
+  if (copied) return deny('invalid_query', `"${copied}" is a constrained path parameter; it must not also be sent in the query`);
   const body = args.body;
   // An app may read a body field before the query one: a checked query needs an empty body.
   if (plan.query.size > 0 && body && body.length > 0) return deny('invalid_body', `${args.method} with constrained query parameters must not carry a body`);
   const read = { plan, query, json: undefined as unknown, jsonKeys: undefined as string[] | undefined };
-  if (!plan.body) return read;
+  if (!plan.body) return pathFields.size > 0 && body && body.length > 0 && !args.parsed ? (bodyCopyOf(pathFields, body, args.headers) ?? read) : read;
   if (args.parsed) {
     // The audit trail records an MCP message's arguments from the message itself: no key list needed here.
     read.json = args.parsed.value;
@@ -154,5 +158,41 @@ function readArguments(
     const why = err instanceof StrictJsonError ? err.message : String(err);
     return deny('invalid_body', `request body is not acceptable JSON: ${why}`);
   }
-  return read;
+  return (pathFields.size > 0 && jsonCopyOf(pathFields, read.json)) || read;
+}
+
+/** Constrained fields that are path parameters of the matched route. */
+function constrainedPathParameters(constraints: Constraints, params: Readonly<Record<string, string>>): Set<string> {
+  const out = new Set<string>();
+  for (const field in constraints) if (Object.hasOwn(params, field)) out.add(field);
+  return out;
+}
+
+/** A JSON or form body that also carries a constrained path parameter (another body kind is not read by such frameworks as input). */
+function bodyCopyOf(names: ReadonlySet<string>, body: Buffer, headers: IncomingHttpHeaders): Denial | undefined {
+  const type = String(headers['content-type'] ?? '')
+    .split(';')[0]!
+    .trim()
+    .toLowerCase();
+  if (type === 'application/x-www-form-urlencoded') {
+    const copied = keyReadAs(body.toString('latin1'), names);
+    return copied ? deny('invalid_body', `"${copied}" is a constrained path parameter; it must not also be sent in the body`) : undefined;
+  }
+  if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
+  let json: unknown;
+  try {
+    json = parseStrictJsonBytes(body);
+  } catch (err) {
+    return deny('invalid_body', `request body is not acceptable JSON: ${err instanceof StrictJsonError ? err.message : String(err)}`);
+  }
+  return jsonCopyOf(names, json);
+}
+
+function jsonCopyOf(names: ReadonlySet<string>, json: unknown): Denial | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return undefined;
+  const lowered = new Set([...names].map((n) => n.toLowerCase()));
+  for (const key of Object.keys(json)) {
+    if (lowered.has(key.toLowerCase())) return deny('invalid_body', `"${key}" is a constrained path parameter; it must not also be sent in the body`);
+  }
+  return undefined;
 }

@@ -190,13 +190,16 @@ async function forward(call: (CheckedCall & Partial<Executed>) | PublicCall, res
   // An MCP answer is JSON-RPC: never wrapped; list answers are filtered to what the agent may call (and must arrive readable).
   const rewrite = mcp?.rewrite;
   if (rewrite) dropHeader(headers, 'accept-encoding');
-  if (executed && !call.body) dropHeader(headers, 'content-type');
+  // An executed call's body is the one built from its arguments: the execute request's content headers describe another.
+  if (executed) for (const name of EXECUTE_CONTENT_HEADERS) dropHeader(headers, name);
+  if (executed && call.body) headers.push('content-type', 'application/json');
   const envelope =
     checked && capability && !mcp && context.constraintAware && context.envelope === 'all'
       ? (result: unknown) => presentSuccess(deps.policy, capability, checked.grants[0].constraints, result)
       : undefined;
-  // The protocol's execute answers {data: <result>}.
-  const wrap = executed ? (result: unknown) => ({ data: envelope ? envelope(result) : result }) : envelope;
+  // The protocol's execute answers {data: <result>}: framed as it streams (with the envelope, wrapped whole).
+  const wrap = executed && envelope ? (result: unknown) => ({ data: envelope(result) }) : envelope;
+  const frame = executed && !envelope ? { prefix: '{"data":', suffix: '}' } : undefined;
   const sent = performance.now();
   const answer = await deps.upstream.forward(
     {
@@ -207,6 +210,7 @@ async function forward(call: (CheckedCall & Partial<Executed>) | PublicCall, res
       requestId: call.requestId,
       permission: checked ? 'not_required' : undefined,
       wrap,
+      frame,
       rewrite,
       stream: mcp?.stream,
       onHeaders: mcp && ((status, h) => mcp.answered(status, h)),
@@ -259,6 +263,8 @@ function failed(err: unknown, res: ServerResponse, deps: Deps, call: Reached): F
     return { call, outcome: { kind: 'refused', status: statusOf('internal_error'), denial } };
   }
 }
+
+const EXECUTE_CONTENT_HEADERS = ['content-type', 'content-md5', 'digest', 'content-digest', 'repr-digest', 'content-range', 'content-language', 'content-location'];
 
 function dropHeader(headers: string[], name: string): void {
   for (let i = headers.length - 2; i >= 0; i -= 2) if (headers[i]?.toLowerCase() === name) headers.splice(i, 2);

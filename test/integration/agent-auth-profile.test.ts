@@ -173,7 +173,7 @@ describe('agent-auth-v1: the sidecar and the reference server decide alike', () 
     expect(moved.json.data).toMatchObject({ method: 'POST', url: '/transfers' });
     expect(JSON.parse(env.app.requests.at(-1)!.body.toString())).toEqual({ amount: 7, currency: 'EUR' });
 
-    const direct = await call(env, { path: '/invoices/inv-1', token: await mint(sidecar, { aud: `${ISSUER}/invoices/{id}` }) });
+    const direct = await call(env, { path: '/invoices/inv-1', token: await mint(sidecar, { aud: `${ISSUER}/invoices/{id}`, capabilities: ['getInvoice'] }) });
     expect(direct.status).toBe(200);
     expect((await call(env, { path: '/invoices/inv-1', token: await mint(sidecar) })).status).toBe(200);
   });

@@ -36,9 +36,22 @@ describe('request binding (htm, htu, ath) on the seed profile', () => {
     expect(env.app.requests.length).toBe(seen);
   });
 
-  it('htm is compared in any case, htu without its query; a GET binds the empty body', async () => {
+  it('htm is compared in any case; the client binds htu without the query; an htu that carries one is refused; a GET binds the empty body', async () => {
     const token = await env.bot.signer.sign('getInvoice', { bind: { method: 'get', url: `${ORIGIN}/invoices/inv-1?ignored=1` } });
     expect((await call(env, { path: '/invoices/inv-1', token })).status).toBe(200);
+    const key = await importJWK(env.bot.privateJwk, 'EdDSA');
+    for (const htu of [`${ORIGIN}/invoices/inv-1?ignored=1`, `${ORIGIN}/invoices/inv-1#x`]) {
+      const withQuery = await new SignJWT({ htm: 'GET', htu })
+        .setProtectedHeader({ alg: 'EdDSA', typ: 'agent+jwt' })
+        .setSubject(env.bot.id)
+        .setIssuer(env.bot.signer.thumbprint)
+        .setAudience('getInvoice')
+        .setIssuedAt()
+        .setExpirationTime('60s')
+        .setJti(crypto.randomUUID())
+        .sign(key);
+      expect((await call(env, { path: '/invoices/inv-1?ignored=1', token: withQuery })).json).toMatchObject({ error: 'request_binding_mismatch' });
+    }
     const other = await env.bot.signer.sign('getInvoice', { bind: { method: 'GET', url: `${ORIGIN}/invoices/inv-1` } });
     expect((await call(env, { path: '/invoices/inv-2', token: other })).json).toMatchObject({ error: 'request_binding_mismatch' });
   });

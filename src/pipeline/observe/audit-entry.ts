@@ -64,10 +64,12 @@ function baseEntry(call: Reached, status: number, nowMs: number): AuditEntry {
     jti: call.verified?.claims.jti ?? null,
     timestamp: call.startedAt,
     durationMs: nowMs - call.startedAt,
-    method: call.req.method ?? '',
+    // An executed call is recorded as the capability's request it became, and says how it came.
+    method: call.forwardAs?.method ?? call.req.method ?? '',
     path: call.target?.path ?? String(call.req.url ?? ''),
     status,
     requestId: call.requestId,
+    ...(call.received ? { via: call.received.path } : {}),
   };
 }
 

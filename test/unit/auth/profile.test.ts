@@ -50,7 +50,10 @@ describe('agent-auth-v1 verification', () => {
   it('accepts the protocol form: no iss, aud the issuer, the execute URL or the location; kid the key thumbprint', async () => {
     expect(await code(token())).toBe('ok');
     expect(await code(token({ aud: `${ISSUER}/capability/execute` }))).toBe('ok');
-    expect(await code(token({ aud: `${ISSUER}/invoices/{id}` }))).toBe('ok');
+    expect(await code(token({ aud: `${ISSUER}/invoices/{id}`, capabilities: ['getInvoice'] }))).toBe('ok');
+    // The location names the capability only with a capabilities claim of exactly it.
+    expect(await code(token({ aud: `${ISSUER}/invoices/{id}` }))).toBe('token_invalid');
+    expect(await code(token({ aud: `${ISSUER}/invoices/{id}`, capabilities: ['getInvoice', 'deleteInvoice'] }))).toBe('token_invalid');
     expect(await code(token({}, { ...HEADER, kid: keys.thumbprint }))).toBe('ok');
     expect(await code(token({ iss: 'host-1' }))).toBe('ok');
     expect(await code(token({ iss: keys.thumbprint }))).toBe('ok');
