@@ -26,7 +26,7 @@ export function checkRequestBinding(claims: Pick<AgentClaims, 'htm' | 'htu' | 'a
   }
   if (claims.htu !== undefined) {
     // RFC 9449 §4.2: htu is the target without query and fragment; one that carries them binds nothing it names.
-    if (/[?#]/.test(claims.htu)) return deny('request_binding_mismatch', 'the token\'s htu carries a query or fragment; bind the URL without them');
+    if (/[?#]/.test(claims.htu)) return deny('request_binding_mismatch', "the token's htu carries a query or fragment; bind the URL without them");
     if (claims.htu !== `${publicOrigin}${request.path}`)
       return deny('request_binding_mismatch', `the token is bound to ${claims.htu}, not ${publicOrigin}${request.path}`);
   }

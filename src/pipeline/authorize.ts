@@ -170,10 +170,7 @@ function constrainedPathParameters(constraints: Constraints, params: Readonly<Re
 
 /** A JSON or form body that also carries a constrained path parameter (another body kind is not read by such frameworks as input). */
 function bodyCopyOf(names: ReadonlySet<string>, body: Buffer, headers: IncomingHttpHeaders): Denial | undefined {
-  const type = String(headers['content-type'] ?? '')
-    .split(';')[0]!
-    .trim()
-    .toLowerCase();
+  const type = (headers['content-type'] ?? '').replace(/;.*$/s, '').trim().toLowerCase();
   if (type === 'application/x-www-form-urlencoded') {
     const copied = keyReadAs(body.toString('latin1'), names);
     return copied ? deny('invalid_body', `"${copied}" is a constrained path parameter; it must not also be sent in the body`) : undefined;

@@ -264,7 +264,16 @@ function failed(err: unknown, res: ServerResponse, deps: Deps, call: Reached): F
   }
 }
 
-const EXECUTE_CONTENT_HEADERS = ['content-type', 'content-md5', 'digest', 'content-digest', 'repr-digest', 'content-range', 'content-language', 'content-location'];
+const EXECUTE_CONTENT_HEADERS = [
+  'content-type',
+  'content-md5',
+  'digest',
+  'content-digest',
+  'repr-digest',
+  'content-range',
+  'content-language',
+  'content-location',
+];
 
 function dropHeader(headers: string[], name: string): void {
   for (let i = headers.length - 2; i >= 0; i -= 2) if (headers[i]?.toLowerCase() === name) headers.splice(i, 2);
