@@ -25,13 +25,20 @@ export interface GuidanceContext {
   requestPermission: boolean;
   /** The call was an MCP tool call (this tool name): guidance speaks of tools, not HTTP endpoints. */
   mcpTool?: string;
+  /** The `aud` this service's tokens carry when it is not the capability (agent-auth-v1: the issuer). */
+  serviceAudience?: string;
+}
+
+/** The aud a token for `capability` (or a sidecar endpoint's `audience`) carries here. */
+function audFor(ctx: GuidanceContext, audience: string): string {
+  return ctx.serviceAudience ?? audience;
 }
 
 type Guidance = (denial: Denial, ctx: GuidanceContext) => string;
 
 const malformed: Guidance = (d) => `The request was malformed: ${d.message}. Fix it and retry with a new token.`;
 const unverified: Guidance = (d, ctx) =>
-  `The sidecar could not verify who you are (${d.message}). Send "Authorization: Bearer <agent+jwt>" signed with your registered key, with aud "${ctx.capability}".`;
+  `The sidecar could not verify who you are (${d.message}). Send "Authorization: Bearer <agent+jwt>" signed with your registered key, with aud "${audFor(ctx, ctx.capability)}".`;
 const unavailable: Guidance = (d) => `The service could not handle the call right now (${d.message}). Retry later with a new token.`;
 const asSaid: Guidance = (d) => d.message;
 
@@ -105,7 +112,7 @@ export const DENIALS = {
   approval_not_needed: call(409, (_d, ctx) =>
     ctx.mcpTool !== undefined
       ? `This call is within your limits: call the tool directly.`
-      : `This call is within your limits: call ${ctx.capability} directly, with a token whose aud is "${ctx.capability}".`,
+      : `This call is within your limits: call ${ctx.capability} directly, with a token whose aud is "${audFor(ctx, ctx.capability)}".`,
   ),
   access_request_limit: call(503, () => 'Too many approval requests are waiting for a human right now. Retry later, or fit the call to your limits.'),
   /** The sidecar is shutting down while a caller waits for a human: the request stays pending at its status URL. */
@@ -212,7 +219,7 @@ function violationGuidance(denial: Denial, ctx: GuidanceContext): string {
   }
   lines.push(
     ctx.requestPermission
-      ? `If the user really needs these values, ask a human: POST /agent/request-permission with a token whose aud is "request_permission" and the body {"capability": "${cap}", "args": <the same arguments>, "reason": "<why>"}. Otherwise change the arguments to fit the limits and call again with a new token.`
+      ? `If the user really needs these values, ask a human: POST /agent/request-permission with a token whose aud is "${audFor(ctx, 'request_permission')}" and the body {"capability": "${cap}", "args": <the same arguments>, "reason": "<why>"}. Otherwise change the arguments to fit the limits and call again with a new token.`
       : 'Change the arguments to fit these limits and call again with a new token. Approval requests are not available for this service.',
   );
   return lines.join('\n');

@@ -6,7 +6,7 @@ import { jsonRpcResponse } from '../mcp/answer.js';
 import { sessionIdOf, type McpSessionStore } from '../mcp/sessions.js';
 import { readMessage } from '../mcp/message.js';
 import type { Agent, McpServer, Policy, Route } from '../policy/types.js';
-import type { RegisteredAgents } from '../registration/directory.js';
+import { agentLookup, type RegisteredAgents } from '../registration/directory.js';
 import { matchRoute } from '../routing/match.js';
 import { parseTarget } from '../routing/target.js';
 import { authorize } from '../pipeline/authorize.js';
@@ -87,7 +87,7 @@ function mcpMatch(server: McpServer, body: Buffer | undefined): Match | Denial {
 /** The approved call is still allowed (and, to an MCP server, the id its answer carries), or why not. */
 async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps: ExecutorDeps): Promise<Denial | { mcpId?: string | number }> {
   const policy = deps.policy();
-  const agent: Agent | undefined = policy.agents.get(r.agentId) ?? (await deps.registered?.get(r.agentId, policy));
+  const agent: Agent | undefined = await agentLookup(policy, deps.registered).get(r.agentId);
   if (!agent) return deny('capability_denied', `agent "${r.agentId}" is no longer known`);
   const session = sessionIdOf(r.headers);
   if (session === null || (session !== undefined && deps.mcpSessions?.ownerOf(session) !== agent.thumbprint)) {

@@ -16,22 +16,31 @@ const byPolicy = new WeakMap<Policy, ReadonlySet<string>>();
 /**
  * The audiences that name this service, as the reference server accepts them:
  * its issuer (with and without a trailing slash), the issuer's origin, and the
- * execute endpoint. Not the Host header's origin: the sidecar's public name is
+ * execute endpoint (on the origin, as discovery publishes it, or under the issuer). Not the Host header's origin: the sidecar's public name is
  * the policy's issuer, never what a caller says it is.
  */
 export function serviceAudiences(policy: Policy): ReadonlySet<string> {
   let urls = byPolicy.get(policy);
   if (!urls) {
     const issuer = policy.provider.issuer.replace(/\/+$/, '');
-    urls = new Set([issuer, `${issuer}/`, publicOrigin(issuer), `${issuer}${EXECUTE_PATH}`]);
+    // The execute URL as discovery publishes it (origin + path) and as the reference builds it (issuer + path).
+    urls = new Set([issuer, `${issuer}/`, publicOrigin(issuer), serviceUrl(policy, EXECUTE_PATH), `${issuer}${EXECUTE_PATH}`]);
     byPolicy.set(policy, urls);
   }
   return urls;
 }
 
+/**
+ * A URL of this service as agents reach it: the issuer's origin and a path as
+ * the sidecar sees it (what discovery publishes, what htu and a location name).
+ */
+export function serviceUrl(policy: Policy, path: string): string {
+  return `${publicOrigin(policy.provider.issuer)}${path}`;
+}
+
 /** A capability's location, as discovery publishes it: the service's origin and the capability's path template. */
 export function capabilityLocation(policy: Policy, capability: Capability): string {
-  return `${publicOrigin(policy.provider.issuer)}${capability.path}`;
+  return serviceUrl(policy, capability.path);
 }
 
 /** Who may issue an agent's tokens: its host (by id or key thumbprint), or the agent itself (its key's thumbprint). */

@@ -27,7 +27,8 @@ Options:
   --host-key FILE      the host's private JWK (keygen --host)
   --agent-key FILE     the agent's private JWK (keygen); it signs the proof of
                        possession, only the public part and the proof are sent
-  --url URL            the sidecar's agent listener, e.g. http://billing:8080
+  --url URL            where this command reaches the service's origin (the
+                       sidecar's agent listener), e.g. http://billing:8080
   --name NAME          the agent's name
   --capability C       a capability to ask for, optionally narrowed:
                        --capability 'createInvoice={"amount":{"max":500}}'

@@ -26,7 +26,7 @@ export interface Endpoint<A extends EndpointAuth = EndpointAuth, N extends Endpo
   readonly audience: string;
   readonly auth: A;
   /** Served only when the policy turns this on. */
-  readonly needs?: 'accessRequests' | 'hosts';
+  readonly needs?: 'accessRequests' | 'hosts' | 'ingress';
   /** Its name in the Agent Auth discovery document, if published there. */
   readonly discoveryName?: string;
   /** The body is buffered (bounded, method overrides refused) before the handler, and audited; otherwise the handler reads it. */

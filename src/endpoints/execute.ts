@@ -17,5 +17,7 @@ export const execute = defineEndpoint({
   auth: 'agent',
   discoveryName: 'execute',
   readsBody: true,
+  // In egress the agent calls the provider's own API: there is no capability route to execute.
+  needs: 'ingress',
   handle: () => deny('internal_error', 'execute is run by the pipeline, not as an endpoint'),
 });

@@ -8,6 +8,7 @@ import { AGENT_TOKEN_TYPE } from '../identity/client.js';
 import type { Agent, Policy } from '../policy/types.js';
 import { grantsFor } from '../pipeline/authorize.js';
 import type { Deps } from '../pipeline/deps.js';
+import { agentLookup } from '../registration/directory.js';
 import { defineEndpoint } from './endpoint.js';
 
 const INACTIVE = { active: false } as const;
@@ -38,8 +39,7 @@ export const introspect = defineEndpoint({
     const jws = decodeJws(body.token, AGENT_TOKEN_TYPE);
     const expected = typeof jws === 'string' ? undefined : expectationOf(deps.policy, jws.payload);
     if (!expected) return jsonReply(200, INACTIVE, NO_STORE);
-    const directory = { get: (id: string) => deps.policy.agents.get(id) ?? deps.registered?.get(id, deps.policy) };
-    const verified = await verifyAgentToken(body.token, expected, directory, Math.floor(deps.now() / 1000));
+    const verified = await verifyAgentToken(body.token, expected, agentLookup(deps.policy, deps.registered), Math.floor(deps.now() / 1000));
     if (isDenial(verified)) return jsonReply(200, INACTIVE, NO_STORE);
     return jsonReply(200, await activeView(verified.agent, verified.claims, deps), NO_STORE);
   },

@@ -1,16 +1,13 @@
 import { deny, isDenial, type Denial } from '../errors.js';
 import { readJsonObject } from '../http/json-body.js';
 import { jsonReply, type Reply } from '../http/respond.js';
-import { importAgentKey, thumbprintOf } from '../identity/keys.js';
-import type { VerificationKey } from '../policy/types.js';
+import { DISPLAY_NAME, readPublicKey } from '../identity/keys.js';
 import type { Deps } from '../pipeline/deps.js';
 import { verifyAgentProof } from '../registration/agent-proof.js';
 import { deriveGrants } from '../registration/grants.js';
 import type { RegisteredAgent } from '../registration/registry.js';
 import { agentView } from './agent-view.js';
 import { defineEndpoint, type EndpointPhases } from './endpoint.js';
-
-const NAME = /^[\x20-\x7e]{1,128}$/;
 
 /**
  * POST /agent/register (host token carrying agent_public_key, body with the
@@ -39,17 +36,12 @@ async function registerAgent(call: EndpointPhases['host'], deps: Deps): Promise<
   );
   if (isDenial(body)) return body;
   if (!claims.agent_public_key) return deny('token_invalid', "a registration token carries the new agent's key as agent_public_key");
-  let thumbprint: string;
-  let key: VerificationKey;
-  try {
-    key = await importAgentKey(claims.agent_public_key);
-    thumbprint = await thumbprintOf(claims.agent_public_key);
-  } catch (err) {
-    return deny('invalid_agent_key', `agent_public_key is refused: ${(err as Error).message}`);
-  }
+  const read = await readPublicKey(claims.agent_public_key);
+  if (typeof read === 'string') return deny('invalid_agent_key', `agent_public_key is refused: ${read}`);
+  const { key, thumbprint } = read;
   const unproven = verifyAgentProof(body.agent_proof, { key, thumbprint }, call.token, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
   if (unproven) return unproven;
-  if (typeof body.name !== 'string' || !NAME.test(body.name)) return deny('invalid_body', 'name must be 1 to 128 printable ASCII characters');
+  if (typeof body.name !== 'string' || !DISPLAY_NAME.test(body.name)) return deny('invalid_body', 'name must be 1 to 128 printable ASCII characters');
   const mode = body.mode ?? 'autonomous';
   if (mode !== 'delegated' && mode !== 'autonomous') return deny('invalid_body', 'mode must be delegated or autonomous');
   if (body.reason !== undefined && typeof body.reason !== 'string') return deny('invalid_body', 'reason must be a string');

@@ -1,8 +1,7 @@
 import { deny, isDenial, type Denial } from '../errors.js';
 import { readJsonObject } from '../http/json-body.js';
 import { jsonReply, type Reply } from '../http/respond.js';
-import { importAgentKey, thumbprintOf } from '../identity/keys.js';
-import type { VerificationKey } from '../policy/types.js';
+import { readPublicKey } from '../identity/keys.js';
 import type { Deps } from '../pipeline/deps.js';
 import { verifyAgentProof } from '../registration/agent-proof.js';
 import { agentView } from './agent-view.js';
@@ -41,14 +40,9 @@ async function rotate(call: EndpointPhases['host'], deps: Deps): Promise<Reply |
   const agent = await registry?.get(id);
   if (!registry || !agent || agent.hostId !== call.host.host.id) return deny('agent_not_found', `no agent "${id}" registered by this host`);
   if (agent.status !== 'active') return deny('capability_denied', `agent "${id}" is revoked: a revoked agent gets no new key; register a new key instead`);
-  let key: VerificationKey;
-  let thumbprint: string;
-  try {
-    key = await importAgentKey(jwk as Record<string, unknown>);
-    thumbprint = await thumbprintOf(jwk as Record<string, unknown>);
-  } catch (err) {
-    return deny('invalid_agent_key', `public_key is refused: ${(err as Error).message}`);
-  }
+  const read = await readPublicKey(jwk as Record<string, unknown>);
+  if (typeof read === 'string') return deny('invalid_agent_key', `public_key is refused: ${read}`);
+  const { key, thumbprint } = read;
   const unproven = verifyAgentProof(body.agent_proof, { key, thumbprint }, call.token, deps.policy.provider.issuer, Math.floor(deps.now() / 1000));
   if (unproven) return unproven;
   if ([...deps.policy.agents.values()].some((a) => a.thumbprint === thumbprint))

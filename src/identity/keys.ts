@@ -32,6 +32,18 @@ export async function importAgentKey(jwk: Record<string, unknown>): Promise<Veri
   return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' });
 }
 
+/** A public key as it arrives in a request (registration, rotation, a self-registering host): imported and named, or why not. */
+export async function readPublicKey(jwk: Record<string, unknown>): Promise<{ key: VerificationKey; thumbprint: string } | string> {
+  try {
+    return { key: await importAgentKey(jwk), thumbprint: await thumbprintOf(jwk) };
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/** Printable ASCII, 1 to 128 characters: a name that becomes a header or a log field (an agent's, a host's). */
+export const DISPLAY_NAME = /^[\x20-\x7e]{1,128}$/;
+
 /** RFC 7638 thumbprint (SHA-256) of a public key: the agent's `iss`. */
 export function thumbprintOf(jwk: Record<string, unknown>): Promise<string> {
   return calculateJwkThumbprint({ kty: 'OKP', crv: String(jwk.crv), x: String(jwk.x) }, 'sha256');

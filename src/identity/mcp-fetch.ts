@@ -73,6 +73,9 @@ export function createMcpFetch(options: McpFetchOptions): typeof fetch {
     const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
     const bytes = method === 'POST' ? await bodyBytes(input, init) : undefined;
     const message = bytes === undefined ? undefined : parseMessage(bytes);
+    // A body this fetch cannot read without consuming it (a stream, a Blob) cannot be hashed: binding it to none would be refused.
+    if (options.bind && method === 'POST' && bytes === undefined && init?.body != null)
+      throw new Error('createMcpFetch({ bind }) needs a string or byte body to bind');
     const bind = options.bind ? { method, url: typeof options.bind === 'object' ? new URL(url.pathname, options.bind.origin) : url, body: bytes } : undefined;
     const token = await options.signer.sign(audience(server, server.session, message), bind ? { bind } : undefined);
     const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
@@ -123,7 +126,7 @@ async function discover(base: typeof fetch, origin: string): Promise<McpCapabili
 /** The POST's body bytes, or undefined when it is a kind this fetch cannot read without consuming it (a stream). */
 async function bodyBytes(input: string | URL | Request, init: RequestInit | undefined): Promise<Uint8Array | undefined> {
   let body: unknown = init?.body;
-  if (body === undefined && input instanceof Request) body = await input.clone().text();
+  if (body === undefined && input instanceof Request) body = await input.clone().arrayBuffer();
   if (typeof body === 'string') return Buffer.from(body);
   if (body instanceof ArrayBuffer) return new Uint8Array(body);
   if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);

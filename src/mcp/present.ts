@@ -56,6 +56,7 @@ export function presentMcpDenial(
     activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
     requestPermission: servesPermissionTool(policy),
     ...(tool !== undefined ? { mcpTool: tool } : {}),
+    ...(policy.provider.tokenProfile === 'agent-auth-v1' ? { serviceAudience: policy.provider.issuer } : {}),
   };
   if (policy.context.constraintAware && tool !== undefined && ctx) {
     const envelope = denialEnvelope(denial, ctx);

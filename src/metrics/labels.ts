@@ -1,3 +1,4 @@
+import { spellingsOf } from '../constraints/rules.js';
 import type { Constraints, Policy } from '../policy/types.js';
 
 /** The capability label of a call that matched no route, and of a public route (call-metrics.ts). */
@@ -35,10 +36,11 @@ export function knownLabels(policy: Policy): KnownLabels {
   const addFields = (capability: string, constraints: Constraints): void => {
     // A violation names the spelling the call sent: an alias is a field of its own here.
     for (const [field, rule] of Object.entries(constraints))
-      for (const name of [field, ...(rule.aliases ?? [])]) fields.set(`${capability}\u0000${name}`, [capability, name]);
+      for (const name of spellingsOf(field, rule)) fields.set(`${capability}\u0000${name}`, [capability, name]);
   };
   for (const grant of policy.grants.values()) addFields(grant.capability, grant.constraints);
   for (const host of policy.hosts.values()) for (const [capability, constraints] of host.defaults) addFields(capability, constraints);
+  for (const [capability, constraints] of policy.dynamicHosts?.defaults ?? []) addFields(capability, constraints);
   const mcpTools: [string, string][] = [];
   for (const route of policy.routes) {
     const server = route.kind === 'capability' && route.method === 'POST' ? route.mcp : undefined;

@@ -4,7 +4,7 @@ import { findActiveGrant } from '../auth/grant.js';
 import { argumentLookup, planArguments, type ArgumentPlan } from '../constraints/arguments.js';
 import { evaluateConstraints } from '../constraints/evaluate.js';
 import { deny, isDenial, type ConstraintViolation, type Denial } from '../errors.js';
-import { checkJsonRepresentation } from '../http/body.js';
+import { checkJsonRepresentation, parseContentType } from '../http/body.js';
 import { parseStrictJsonBytes, StrictJsonError } from '../json/strict.js';
 import type { Agent, Constraints, Grant, Policy } from '../policy/types.js';
 import { keyReadAs, readConstrainedQuery } from '../routing/query.js';
@@ -170,7 +170,7 @@ function constrainedPathParameters(constraints: Constraints, params: Readonly<Re
 
 /** A JSON or form body that also carries a constrained path parameter (another body kind is not read by such frameworks as input). */
 function bodyCopyOf(names: ReadonlySet<string>, body: Buffer, headers: IncomingHttpHeaders): Denial | undefined {
-  const type = (headers['content-type'] ?? '').replace(/;.*$/s, '').trim().toLowerCase();
+  const type = parseContentType(headers['content-type'] ?? '').essence;
   if (type === 'application/x-www-form-urlencoded') {
     const copied = keyReadAs(body.toString('latin1'), names);
     return copied ? deny('invalid_body', `"${copied}" is a constrained path parameter; it must not also be sent in the body`) : undefined;

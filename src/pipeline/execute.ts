@@ -30,7 +30,6 @@ export interface ExecutedRequest {
 
 /** The stage: reads the execute body and turns the call into the capability's (or refuses). */
 export function readExecute(call: Routed<EndpointRoute> & Buffered, deps: Deps): (CapabilityCall & Buffered & Executed) | Denial {
-  if (deps.policy.egress) return deny('unknown_route', 'execute is not served in egress mode: call the provider API itself');
   const body = call.body;
   if (!body || body.length === 0) return deny('invalid_body', 'execute needs a JSON body {"capability": "<name>", "arguments": {...}}');
   const media = checkJsonRepresentation(call.req.headers);

@@ -1,6 +1,6 @@
 import { denialEnvelope, successEnvelope, type ConstraintAwareResult, type PermissionGrant } from '../context/envelope.js';
 import { presentProtocolDenial } from '../auth/protocol-errors.js';
-import { denialBody, statusOf, type Denial } from '../errors.js';
+import { denialBody, statusOf, type Denial, type GuidanceContext } from '../errors.js';
 import type { Constraints, Policy } from '../policy/types.js';
 import type { PresentedDenial } from '../http/respond.js';
 
@@ -15,8 +15,10 @@ export function presentDenial(policy: Policy, capability: string | undefined, ac
   if (policy.provider.tokenProfile === 'agent-auth-v1') {
     // The protocol's body; in constraint-aware mode the envelope rides along as one member.
     const { body, headers } = presentProtocolDenial(denial);
-    if (policy.context.constraintAware && capability) body.envelope = envelopeFor(policy, capability, activeConstraints, denial);
-    return { status, body, ...(headers ? { headers } : {}) };
+    const aware = policy.context.constraintAware && capability !== undefined;
+    if (aware) body.envelope = envelopeFor(policy, capability, activeConstraints, denial);
+    const shown = aware && denial.code === 'constraint_violated' ? policy.context.violationStatus : status;
+    return { status: shown, body, ...(headers ? { headers } : {}) };
   }
   if (!policy.context.constraintAware || !capability) {
     const body = denialBody(denial);
@@ -28,11 +30,17 @@ export function presentDenial(policy: Policy, capability: string | undefined, ac
 }
 
 function envelopeFor(policy: Policy, capability: string, activeConstraints: Constraints | undefined, denial: Denial) {
-  return denialEnvelope(denial, {
+  return denialEnvelope(denial, guidanceContext(policy, capability, activeConstraints));
+}
+
+/** What the envelope's guidance may say: the capability, its limits, request_permission, and the aud tokens carry here. */
+function guidanceContext(policy: Policy, capability: string, activeConstraints: Constraints | undefined): GuidanceContext {
+  return {
     capability,
     activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
     requestPermission: policy.accessRequests !== undefined,
-  });
+    ...(policy.provider.tokenProfile === 'agent-auth-v1' ? { serviceAudience: policy.provider.issuer } : {}),
+  };
 }
 
 /** `envelope: all`: a successful JSON answer wrapped, the app's body as `result`. */
@@ -43,13 +51,5 @@ export function presentSuccess(
   result: unknown,
   grant?: PermissionGrant,
 ): ConstraintAwareResult {
-  return successEnvelope(
-    result,
-    {
-      capability,
-      activeConstraints: activeConstraints && Object.keys(activeConstraints).length ? activeConstraints : undefined,
-      requestPermission: policy.accessRequests !== undefined,
-    },
-    grant,
-  );
+  return successEnvelope(result, guidanceContext(policy, capability, activeConstraints), grant);
 }

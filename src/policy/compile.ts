@@ -13,6 +13,7 @@ import { ENDPOINTS } from '../endpoints/index.js';
 import { constrainedSpellings, normaliseConstraints, spellingsOf } from '../constraints/rules.js';
 import { checkMcpConstraints, compileMcpServers } from './mcp.js';
 import type { RawPolicy } from './raw.js';
+import { SELF_REGISTERED_HOST_PREFIX } from '../registration/host-token.js';
 import { RESERVED_AUDIENCES, reservedName } from './reserved.js';
 import { grantKey, type Agent, type Capability, type Constraints, type Grant, type Host, type Policy, type Route } from './types.js';
 
@@ -88,6 +89,7 @@ function compileRoutes(raw: RawPolicy, at: At): { capabilities: Map<string, Capa
   for (const e of Object.values(ENDPOINTS)) {
     if (e.needs === 'accessRequests' && !(raw.constraintAware && raw.accessRequests)) continue;
     if (e.needs === 'hosts' && !raw.hosts?.length && !raw.dynamicHosts) continue;
+    if (e.needs === 'ingress' && raw.mode === 'egress') continue;
     addRoute(['<sidecar>'], e.method, e.path, (template) => ({
       kind: 'endpoint',
       method: e.method,
@@ -151,13 +153,10 @@ function checkMode(raw: RawPolicy, at: At): Preset | undefined {
     at(['unmapped'], 'in front of an MCP server, unmapped: pass would forward look-alike paths (/MCP, /mcp/) unchecked: use deny', true);
   if (!egress && (raw.preset || raw.unmapped)) at([raw.preset ? 'preset' : 'unmapped'], 'only meaningful with mode: egress', true);
   // In egress the sidecar mints each call's token itself (seed form, unbound): these say how agents' tokens look.
-  if (egress && raw.provider.tokenProfile === 'agent-auth-v1')
-    at(['provider', 'tokenProfile'], 'only meaningful in ingress: in egress the sidecar signs each call itself', true);
-  if (egress && raw.provider.requireBinding)
-    at(['provider', 'requireBinding'], 'only meaningful in ingress: in egress the sidecar signs each call itself', true);
-  (raw.agents ?? []).forEach((a, i) => {
-    if (egress && a.requireBinding) at(['agents', i, 'requireBinding'], 'only meaningful in ingress: in egress the sidecar signs each call itself', true);
-  });
+  const ingressOnly = 'only meaningful in ingress: in egress the sidecar signs each call itself';
+  if (egress && raw.provider.tokenProfile === 'agent-auth-v1') at(['provider', 'tokenProfile'], ingressOnly, true);
+  if (egress && raw.provider.requireBinding) at(['provider', 'requireBinding'], ingressOnly, true);
+  if (egress) (raw.agents ?? []).forEach((a, i) => a.requireBinding && at(['agents', i, 'requireBinding'], ingressOnly, true));
   if (egress && raw.capabilities?.length)
     at(['capabilities'], 'in egress mode the capabilities come from the preset (or the mcp: section); remove this list', true);
   if (!egress && !raw.capabilities && !raw.mcp) at([], "capabilities (the app's named operations) or mcp (its MCP servers) is required");
@@ -202,7 +201,8 @@ async function compileHosts(raw: RawPolicy, capabilities: Map<string, Capability
       continue;
     }
     // hst_<thumbprint> is how a self-registered host is named (dynamicHosts): a listed host may not take it.
-    if (raw.dynamicHosts && h.id.startsWith('hst_')) at(['hosts', i, 'id'], 'ids beginning "hst_" name self-registered hosts (dynamicHosts)');
+    if (raw.dynamicHosts && h.id.startsWith(SELF_REGISTERED_HOST_PREFIX))
+      at(['hosts', i, 'id'], 'ids beginning "hst_" name self-registered hosts (dynamicHosts)');
     const defaults = hostDefaults(h.defaultCapabilities, capabilities, ['hosts', i], at);
     hosts.set(thumbprint, { id: h.id, name: h.name, key, thumbprint, defaults, maxAgents: h.maxAgents ?? 100 });
   }

@@ -1,9 +1,15 @@
 import type { KeyObject } from 'node:crypto';
+import type { AgentDirectory } from '../auth/verify.js';
 import { importAgentKey } from '../identity/keys.js';
 import { grantKey, type Agent, type Grant, type Policy } from '../policy/types.js';
 import { currentGrants } from './grants.js';
 import { hostNamed } from './host-token.js';
 import type { AgentRegistry, RegisteredAgent } from './registry.js';
+
+/** Where a token's `sub` is looked up: the policy's agents first, then the agents hosts registered. */
+export function agentLookup(policy: Policy, registered: RegisteredAgents | undefined): AgentDirectory {
+  return { get: (id) => policy.agents.get(id) ?? registered?.get(id, policy) };
+}
 
 /**
  * Registered agents as the pipeline sees them: an Agent with its own grants.

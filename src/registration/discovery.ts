@@ -1,4 +1,4 @@
-import { publicOrigin } from '../auth/binding.js';
+import { serviceUrl } from '../auth/profile.js';
 import type { Policy } from '../policy/types.js';
 
 /**
@@ -11,12 +11,11 @@ import type { Policy } from '../policy/types.js';
  * its own route. Pure.
  */
 export function discoveryDocument(policy: Policy): Record<string, unknown> {
-  const origin = publicOrigin(policy.provider.issuer);
   const endpoints: Record<string, string> = {};
   for (const route of policy.routes) {
     if (route.kind !== 'endpoint') continue;
     const name = route.discoveryName;
-    if (name) endpoints[name] = `${origin}${route.template.source}`;
+    if (name) endpoints[name] = serviceUrl(policy, route.template.source);
   }
   const defaults = new Set<string>();
   for (const host of policy.hosts.values()) for (const name of host.defaults.keys()) defaults.add(name);

@@ -2,7 +2,7 @@ import { audienceProblem, checkTimes, jtiProblem, stringProblem, timeProblem, ty
 import { decodeJws, signatureValid } from '../auth/jws.js';
 import { deny, isDenial, type Denial } from '../errors.js';
 import { HOST_TOKEN_TYPE } from '../identity/client.js';
-import { importAgentKey, thumbprintOf } from '../identity/keys.js';
+import { DISPLAY_NAME, readPublicKey } from '../identity/keys.js';
 import type { DynamicHosts, Host, Policy } from '../policy/types.js';
 
 export interface HostClaims extends TimeClaims {
@@ -18,15 +18,8 @@ export interface VerifiedHostToken {
   claims: HostClaims;
 }
 
-/**
- * A host's token (typ host+jwt), through the same decoder and claim rules as
- * an agent token (auth/jws.ts, auth/claims.ts) and in the same order: form and
- * header, claim types, `iss` names a trusted host (its key thumbprint), `aud`
- * is this service's issuer, the signature with that host's key only, the
- * lifetime (at most 60 s). The jti is spent by its own stage (the replay
- * store). Pure.
- */
-export function verifyHostToken(token: string, hosts: ReadonlyMap<string, Host>, issuer: string, nowSeconds: number): VerifiedHostToken | Denial {
+/** Form, header and claim types of a host token (the one reading both kinds of host use), its payload kept for the self-registering host's key. */
+function readHostToken(token: string): { claims: HostClaims; payload: Record<string, unknown> } | Denial {
   const jws = decodeJws(token, HOST_TOKEN_TYPE);
   if (typeof jws === 'string') return deny('token_invalid', jws);
   const p = jws.payload;
@@ -41,6 +34,21 @@ export function verifyHostToken(token: string, hosts: ReadonlyMap<string, Host>,
   const claims: HostClaims = { iss: p.iss as string, aud: p.aud as string, iat: p.iat as number, exp: p.exp as number, jti: p.jti as string };
   if (p.nbf !== undefined) claims.nbf = p.nbf as number;
   if (key) claims.agent_public_key = key as Record<string, unknown>;
+  return { claims, payload: p };
+}
+
+/**
+ * A host's token (typ host+jwt), through the same decoder and claim rules as
+ * an agent token (auth/jws.ts, auth/claims.ts) and in the same order: form and
+ * header, claim types, `iss` names a trusted host (its key thumbprint), `aud`
+ * is this service's issuer, the signature with that host's key only, the
+ * lifetime (at most 60 s). The jti is spent by its own stage (the replay
+ * store). Pure.
+ */
+export function verifyHostToken(token: string, hosts: ReadonlyMap<string, Host>, issuer: string, nowSeconds: number): VerifiedHostToken | Denial {
+  const read = readHostToken(token);
+  if (isDenial(read)) return read;
+  const { claims } = read;
   const host = hosts.get(claims.iss);
   if (!host) return deny('host_not_found', 'no trusted host has this key (iss is not a host key thumbprint in the policy)');
   if (claims.aud !== issuer) return deny('token_invalid', `token is for "${claims.aud}", not this service ("${issuer}")`);
@@ -50,8 +58,6 @@ export function verifyHostToken(token: string, hosts: ReadonlyMap<string, Host>,
 
 /** A self-registered host is named after its key (a listed host may not take an id beginning with this). */
 export const SELF_REGISTERED_HOST_PREFIX = 'hst_';
-
-const HOST_NAME = /^[\x20-\x7e]{1,128}$/;
 
 /**
  * Any host token: a host the policy lists (verifyHostToken), else, when the
@@ -74,32 +80,24 @@ export async function verifyAnyHostToken(
 }
 
 async function verifySelfRegisteredHost(token: string, settings: DynamicHosts, issuer: string, nowSeconds: number): Promise<VerifiedHostToken | Denial> {
-  // verifyHostToken already read the form, header and claim types; only the key is new.
-  const jws = decodeJws(token, HOST_TOKEN_TYPE);
-  if (typeof jws === 'string') return deny('token_invalid', jws);
-  const p = jws.payload;
+  const read = readHostToken(token);
+  if (isDenial(read)) return read;
+  const p = read.payload;
   const jwk = p.host_public_key;
   if (jwk === undefined)
     return deny('host_not_found', 'no listed host has this key; a host registers itself by sending its public key as host_public_key (iss its thumbprint)');
   if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) return deny('token_invalid', 'host_public_key must be a JWK object');
-  let key: Host['key'];
-  let thumbprint: string;
-  try {
-    key = await importAgentKey(jwk as Record<string, unknown>);
-    thumbprint = await thumbprintOf(jwk as Record<string, unknown>);
-  } catch (err) {
-    return deny('token_invalid', `host_public_key is refused: ${(err as Error).message}`);
-  }
-  if (p.iss !== thumbprint) return deny('token_invalid', 'iss is not the thumbprint of host_public_key');
-  if (p.aud !== issuer) return deny('token_invalid', `token is for "${String(p.aud)}", not this service ("${issuer}")`);
+  const imported = await readPublicKey(jwk as Record<string, unknown>);
+  if (typeof imported === 'string') return deny('token_invalid', `host_public_key is refused: ${imported}`);
+  const { key, thumbprint } = imported;
+  const { claims } = read;
+  if (claims.iss !== thumbprint) return deny('token_invalid', 'iss is not the thumbprint of host_public_key');
+  if (claims.aud !== issuer) return deny('token_invalid', `token is for "${claims.aud}", not this service ("${issuer}")`);
   if (!signatureValid(token, key)) return deny('token_invalid', 'token signature is not by host_public_key');
-  const claims: HostClaims = { iss: thumbprint, aud: issuer, iat: p.iat as number, exp: p.exp as number, jti: p.jti as string };
-  if (p.nbf !== undefined) claims.nbf = p.nbf as number;
-  if (p.agent_public_key) claims.agent_public_key = p.agent_public_key as Record<string, unknown>;
   const late = checkTimes(claims, nowSeconds);
   if (late) return late;
   const id = `${SELF_REGISTERED_HOST_PREFIX}${thumbprint}`;
-  const name = typeof p.host_name === 'string' && HOST_NAME.test(p.host_name) ? p.host_name : id;
+  const name = typeof p.host_name === 'string' && DISPLAY_NAME.test(p.host_name) ? p.host_name : id;
   return { host: { id, name, key, thumbprint, defaults: settings.defaults, maxAgents: settings.maxAgents }, claims };
 }
 

@@ -33,7 +33,7 @@ describe('execute, hardened', () => {
   const exec = async (capability: string, args: Record<string, unknown>) =>
     call(env, { method: 'POST', path: '/capability/execute', token: await env.bot.signer.sign(capability), body: execute(capability, args) });
 
-  // Finding 1: the {data} wrap buffers the app's whole JSON answer (readJson in src/app/upstream.ts has no bound),
+  // Was: the {data} wrap buffers the app's whole JSON answer (readJson in src/app/upstream.ts has no bound),
   // so a large or never-ending JSON answer is held in memory (measured: a 400 MB answer grew RSS by ~2.4 GiB,
   // the direct call streamed it). Here: the answer's head is not sent until the app ends its body.
   it('streams (or bounds) a JSON answer instead of buffering all of it before the first byte', async () => {
@@ -58,7 +58,7 @@ describe('execute, hardened', () => {
     }
   });
 
-  // Finding 2: a 204 (or 304) JSON answer is "wrapped": Content-Length 11 for {"data":""} on a status that
+  // Was: a 204 (or 304) JSON answer is "wrapped": Content-Length 11 for {"data":""} on a status that
   // cannot carry a body; the client sees a framing error (undici: body length does not match content-length).
   it('relays a 204 answer of the app as a 204 without a body', async () => {
     env.app.handler = (_req, res) => {
@@ -73,7 +73,7 @@ describe('execute, hardened', () => {
     }
   });
 
-  // Finding 3: the audit entry of an executed call records the execute request's method (POST) with the built
+  // Was: the audit entry of an executed call records the execute request's method (POST) with the built
   // request's path: "POST /invoices/inv-1" for a DELETE the app received, and nothing says it came via execute.
   it('audits an executed DELETE as DELETE (the request the app got)', async () => {
     expect((await exec('deleteInvoice', { id: 'inv-1' })).status).toBe(200);
@@ -82,7 +82,7 @@ describe('execute, hardened', () => {
     expect(entries().find((e) => e.capability === 'deleteInvoice')).toMatchObject({ method: 'DELETE', path: '/invoices/inv-1', via: '/capability/execute' });
   });
 
-  // Finding 4 (pre-existing for direct calls; execute reaches it too): a constrained PATH parameter is not
+  // Was: a constrained PATH parameter is not
   // protected from a query copy. deleteInvoice allows id in [inv-1]; the app gets DELETE /invoices/inv-1?id%5B%5D=inv-2.
   // Laravel's $request->id / $request->input('id') read the input (query, body) before the route parameter,
   // PHP reads id[] as id; Symfony's $request->get() reads attributes first. Direct: DELETE /invoices/inv-1?id=inv-2 passes too.
@@ -117,7 +117,7 @@ describe('request binding, hardened', () => {
   });
   afterAll(async () => env?.close());
 
-  // Finding 5: a token whose htu carries a query (or fragment) is accepted with the query ignored; the reference
+  // Was: a token whose htu carries a query (or fragment) is accepted with the query ignored; the reference
   // server (and RFC 9449 §4.2: htu is "without query and fragment parts") refuses it. A signer that put the query
   // in htu believes it bound the query; a captured token is then good for the same path with any other query.
   it('refuses a token whose htu names a query (the reference server does)', async () => {

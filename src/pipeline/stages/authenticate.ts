@@ -4,8 +4,9 @@ import { decodeJws } from '../../auth/jws.js';
 import { expectedToken } from '../../auth/profile.js';
 import { AGENT_TOKEN_TYPE } from '../../identity/client.js';
 import { refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../auth/replay.js';
-import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type Expected } from '../../auth/verify.js';
+import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type Expected } from '../../auth/verify.js';
 import { deny, isDenial, type Denial } from '../../errors.js';
+import { agentLookup } from '../../registration/directory.js';
 import { verifyAnyHostToken } from '../../registration/host-token.js';
 import type { Chain, Progress } from '../chain.js';
 import type { Deps } from '../deps.js';
@@ -27,7 +28,7 @@ export async function verifyToken<P extends Routed & WithToken>(call: P, deps: D
       : expectedToken(deps.policy, undefined, route.kind === 'endpoint' ? route.audience : '');
   const t0 = performance.now();
   const now = Math.floor(deps.now() / 1000);
-  const verified = await verifyAgentToken(call.token, expected, agentDirectory(deps), now);
+  const verified = await verifyAgentToken(call.token, expected, agentLookup(deps.policy, deps.registered), now);
   deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
   if (isDenial(verified))
     return verified.code === 'agent_not_found' && expected.profile === 'agent-auth-v1' ? revokedOr(verified, call.token, expected, deps, now) : verified;
@@ -50,14 +51,9 @@ async function revokedOr(notFound: Denial, token: string, expected: Expected, de
   return isDenial(proven) ? notFound : { ...deny('agent_revoked', `agent "${agent.id}" has been revoked`), agentId: agent.id };
 }
 
-/** Policy agents first; then agents hosts registered, read from the registry on every call. */
-function agentDirectory(deps: Deps): AgentDirectory {
-  return { get: (id) => deps.policy.agents.get(id) ?? deps.registered?.get(id, deps.policy) };
-}
-
 /**
  * Step 8: the token id is unseen in the replay window (and is now spent).
- * Keyed by the agent key's thumbprint (iss), not the policy-local agent id:
+ * Keyed by the agent key's thumbprint (the seed profile's iss), not the policy-local agent id:
  * one id is spent once for every sidecar sharing the store. Runs after
  * step 9, so an agent without a grant never takes room in the window.
  */

@@ -1,5 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { serviceAudiences } from '../../../src/auth/profile.js';
 import { presentProtocolDenial, protocolViolation } from '../../../src/auth/protocol-errors.js';
+import { loadPolicyText } from '../../../src/policy/load.js';
+import { presentDenial } from '../../../src/pipeline/present.js';
+import { discoveryDocument } from '../../../src/registration/discovery.js';
 import { verifyAgentToken, type Expected } from '../../../src/auth/verify.js';
 import { deny, isDenial, violationDenial } from '../../../src/errors.js';
 import { createAgentSigner } from '../../../src/identity/client.js';
@@ -109,5 +113,41 @@ describe('refusals in the protocol’s words', () => {
     expect(presentProtocolDenial(deny('too_many_streams', 'busy'))).toMatchObject({ body: { error: 'rate_limited' }, headers: { 'retry-after': '5' } });
     const own = { ...deny('access_request_limit', 'full'), extra: { headers: { 'retry-after': '9' } } };
     expect(presentProtocolDenial(own).headers).toBeUndefined();
+  });
+});
+
+describe('the service’s URLs, for an issuer with a path', () => {
+  it('accepts as aud the execute URL discovery publishes (origin + path) and the one under the issuer', async () => {
+    const policy = await loadPolicyText(
+      'version: 1\nprovider: { name: s, issuer: https://api.example.com/billing, tokenProfile: agent-auth-v1 }\ncapabilities:\n  - { name: getInvoice, method: GET, path: "/invoices/{id}" }\n',
+      'p.yaml',
+    );
+    const urls = serviceAudiences(policy);
+    const published = discoveryDocument(policy);
+    expect(published.default_location).toBe('https://api.example.com/capability/execute');
+    expect(urls.has(String(published.default_location))).toBe(true);
+    expect(urls.has('https://api.example.com/billing/capability/execute')).toBe(true);
+    expect(urls.has('https://api.example.com/billing')).toBe(true);
+    expect(urls.has('https://api.example.com/other')).toBe(false);
+  });
+});
+
+describe('agent-auth-v1 with constraint-aware refusals', () => {
+  it('keeps the protocol body, adds the envelope whose guidance names the issuer as aud, and applies violationStatus', async () => {
+    const policy = await loadPolicyText(
+      'version: 1\nprovider: { name: s, issuer: https://s.example.com, tokenProfile: agent-auth-v1 }\nconstraintAware: true\nviolationStatus: 422\ncapabilities:\n  - { name: getInvoice, method: GET, path: "/invoices/{id}" }\n',
+      'p.yaml',
+    );
+    const violated = presentDenial(
+      policy,
+      'getInvoice',
+      { id: { in: ['a'] } },
+      violationDenial([{ field: 'id', constraint: 'in', expected: ['a'], actual: 'b', message: 'id must be one of ["a"], got "b"' }]),
+    );
+    expect(violated.status).toBe(422);
+    expect(violated.body).toMatchObject({ error: 'constraint_violated', envelope: { permission: 'constraint_violated' } });
+    const unverified = presentDenial(policy, 'getInvoice', undefined, deny('token_invalid', 'bad aud'));
+    expect(unverified.status).toBe(401);
+    expect((unverified.body as { envelope: { guidance: string } }).envelope.guidance).toContain('aud "https://s.example.com"');
   });
 });
