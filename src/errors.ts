@@ -118,6 +118,8 @@ export const DENIALS = {
   /** The sidecar is shutting down while a caller waits for a human: the request stays pending at its status URL. */
   shutting_down: failure(503),
   // dependencies
+  /** More calls in flight than --max-in-flight: refused at once with Retry-After rather than queued. */
+  overloaded: failure(503, () => 'The service is handling as many calls as it can. Wait for the Retry-After seconds, then retry with a new token.'),
   replay_store_unavailable: failure(503),
   audit_unavailable: failure(503, asSaid),
   upstream_unavailable: failure(502),

@@ -60,8 +60,11 @@ export class Upstream {
   async forward(req: ForwardRequest, res: ServerResponse): Promise<ForwardResult | Denial> {
     // undici takes an EventEmitter as the abort signal: far cheaper per call than an AbortController.
     const abort = new EventEmitter();
+    let clientGone = false;
     const onClose = (): void => {
-      if (!res.writableFinished) abort.emit('abort');
+      if (res.writableFinished) return;
+      clientGone = true;
+      abort.emit('abort');
     };
     res.on('close', onClose);
     let upstream;
@@ -75,6 +78,8 @@ export class Upstream {
       });
     } catch (err) {
       res.off('close', onClose);
+      // The caller hung up while the app was still working: its call is cancelled, not the app's failure.
+      if (clientGone) return deny('client_closed_request', 'the client closed the connection before the app answered');
       return deny('upstream_unavailable', `the app did not answer: ${(err as Error).message}`);
     }
     req.onHeaders?.(upstream.statusCode, upstream.headers);

@@ -11,6 +11,7 @@ import { adminStartupProblem } from '../admin/handler.js';
 import type { RedisSettings } from '../redis/connect.js';
 import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
+import { DEFAULT_MAX_IN_FLIGHT } from '../sidecar/limits.js';
 import { parseCommand, required, UsageError } from './args.js';
 import { readFlagFile, StartupError } from './startup.js';
 import { APP_PROBES_ENV } from '../kubernetes/app-probes.js';
@@ -39,6 +40,8 @@ Options (each also read from the environment variable shown):
                                                             AGENTS_CHAIN_MAX_HEADERS
   --max-query-params N query pairs per request; more get 400 [${DEFAULT_MAX_QUERY_PARAMS}]
                                                             AGENTS_CHAIN_MAX_QUERY_PARAMS
+  --max-in-flight N    calls handled at once; more get 503 overloaded [${DEFAULT_MAX_IN_FLIGHT}]
+                                                            AGENTS_CHAIN_MAX_IN_FLIGHT
   --replay-max-entries N  in-memory replay window bound, token ids
                        [40 % of the memory limit at 512 B each; 1000000]   AGENTS_CHAIN_REPLAY_MAX_ENTRIES
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
@@ -98,6 +101,7 @@ const OPTIONS = {
   'max-body': { type: 'string' },
   'max-headers': { type: 'string' },
   'max-query-params': { type: 'string' },
+  'max-in-flight': { type: 'string' },
   'replay-max-entries': { type: 'string' },
   'log-level': { type: 'string' },
   'admin-token-file': { type: 'string' },
@@ -174,6 +178,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
       maxBodyBytes,
       maxHeaders: positive(v['max-headers'] ?? env.AGENTS_CHAIN_MAX_HEADERS, '--max-headers'),
       maxQueryParams: positive(v['max-query-params'] ?? env.AGENTS_CHAIN_MAX_QUERY_PARAMS, '--max-query-params'),
+      maxInFlight: positive(v['max-in-flight'] ?? env.AGENTS_CHAIN_MAX_IN_FLIGHT, '--max-in-flight'),
       replayMaxEntries: positive(v['replay-max-entries'] ?? env.AGENTS_CHAIN_REPLAY_MAX_ENTRIES, '--replay-max-entries'),
       log,
       adminToken,

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Registry, collectDefaultMetrics, type Gauge, type Histogram } from 'prom-client';
+import { counter, gauge, histogram, pendingGauge, scrapedCounter, scrapedGauge } from './instruments.js';
 import { DENIAL_STATUS } from '../errors.js';
 import type { KnownLabels } from './labels.js';
 
@@ -18,6 +19,8 @@ const RESET_CAUSES = ['marker_missing', 'epoch_changed', 'server_changed'] as co
 export interface MetricsSources {
   pendingAccessRequests?: () => Promise<number>;
   audit?: () => { recorded: number; buffered: number; spoolBytes: number; oldestUnexportedAgeSeconds: number; available: boolean };
+  /** Calls being handled now, and --max-in-flight. */
+  inFlight?: () => { current: number; limit: number };
 }
 
 export interface MetricsOptions {
@@ -25,60 +28,6 @@ export interface MetricsOptions {
   perAgent?: { maxAgents: number };
   /** Default process and Node.js metrics (off in tests that start many sidecars in one process). */
   processMetrics?: boolean;
-}
-
-function counter<L extends string = string>(r: Registry, name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
-  return new Counter<L>({ name, help, labelNames, registers: [r] });
-}
-
-function histogram<L extends string = string>(r: Registry, name: string, help: string, buckets: number[], labelNames: readonly L[] = []): Histogram<L> {
-  return new Histogram<L>({ name, help, labelNames, buckets, registers: [r] });
-}
-
-function gauge<L extends string = string>(r: Registry, name: string, help: string, labelNames: readonly L[] = []): Gauge<L> {
-  return new Gauge<L>({ name, help, labelNames, registers: [r] });
-}
-
-/** A counter set from its source's own total when scraped. */
-function scrapedCounter(r: Registry, name: string, help: string, read: () => number): Counter {
-  return new Counter({
-    name,
-    help,
-    registers: [r],
-    collect() {
-      this.reset();
-      this.inc(read());
-    },
-  });
-}
-
-/** A gauge of current state, read from its source when scraped. */
-function scrapedGauge(r: Registry, name: string, help: string, read: () => number): Gauge {
-  return new Gauge({
-    name,
-    help,
-    registers: [r],
-    collect() {
-      this.set(read());
-    },
-  });
-}
-
-/** agents_chain_access_requests_pending: the store is asked when scraped; a store that fails keeps the last value. */
-function pendingGauge(r: Registry, source: () => MetricsSources['pendingAccessRequests']): Gauge {
-  return new Gauge({
-    name: 'agents_chain_access_requests_pending',
-    help: 'Access requests waiting for a human.',
-    registers: [r],
-    async collect() {
-      try {
-        const pending = source();
-        this.set(pending ? await pending() : 0);
-      } catch {
-        /* last value stays */
-      }
-    },
-  });
 }
 
 /**
@@ -215,6 +164,18 @@ export class SidecarMetrics {
     'agents_chain_audit_oldest_unexported_age_seconds',
     'Age of the oldest entry not yet acknowledged by every exporter (0 when all are delivered).',
     () => this.audit()?.oldestUnexportedAgeSeconds ?? 0,
+  );
+  private readonly callsInFlight = scrapedGauge(
+    this.registry,
+    'agents_chain_calls_in_flight',
+    'Calls on the agent port being handled now (past agents_chain_calls_in_flight_limit they are shed: 503 overloaded).',
+    () => this.sources.inFlight?.().current ?? 0,
+  );
+  private readonly callsInFlightLimit = scrapedGauge(
+    this.registry,
+    'agents_chain_calls_in_flight_limit',
+    'The in-flight bound (--max-in-flight).',
+    () => this.sources.inFlight?.().limit ?? 0,
   );
   private readonly auditAvailable = scrapedGauge(
     this.registry,

@@ -4,6 +4,7 @@ import { deny, isDenial, statusOf, type Denial } from '../errors.js';
 import { ClientAbortedError } from '../http/body.js';
 import { writeDenial, writeReply } from '../http/respond.js';
 import { appRequestHeaders } from '../app/request.js';
+import { OVERLOAD_RETRY_AFTER_SECONDS } from '../sidecar/limits.js';
 import { activeGrants } from './authorize.js';
 import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
@@ -101,10 +102,11 @@ const EXECUTE = Chain.of<Routed<EndpointRoute>, Deps>()
 const PUBLIC = Chain.of<Routed<PublicRoute>, Deps>().then(readBody);
 
 /** One call: request filters, the stages, the answer, then every filter's response phase (audit, metrics, logs). */
-export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: Deps): Promise<void> {
+export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: Deps, admitted = true): Promise<void> {
   const arrival: Arrival = { req, requestId: randomUUID(), startedAt: deps.now(), startedHr: performance.now() };
   const progress: Progress = { reached: arrival };
-  const done = await decide(arrival, res, deps, progress).catch((err: unknown) => failed(err, res, deps, progress.reached));
+  const decided = admitted ? decide(arrival, res, deps, progress) : Promise.resolve(shed(arrival, res, deps));
+  const done = await decided.catch((err: unknown) => failed(err, res, deps, progress.reached));
   for (const filter of FILTERS) {
     try {
       filter.onResponse?.(done, deps);
@@ -141,6 +143,16 @@ async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progres
   if (!isPublic(routed)) return refuse(progress.reached, deny('internal_error', 'a route of no known kind'), res, deps);
   const buffered = await PUBLIC.run(routed, deps, progress);
   return isDenial(buffered) ? refuse(progress.reached, buffered, res, deps) : forward(buffered, res, deps);
+}
+
+/** Past the in-flight bound: refused before anything is read (the audit entry and the count still record it). */
+function shed(arrival: Arrival, res: ServerResponse, deps: Deps): Finished {
+  const seconds = String(OVERLOAD_RETRY_AFTER_SECONDS);
+  const denial: Denial = {
+    ...deny('overloaded', `more than ${deps.limits.maxInFlight} calls are in flight here; retry in ${seconds} s`),
+    extra: { headers: { 'retry-after': seconds } },
+  };
+  return refuse(arrival, denial, res, deps);
 }
 
 /** One message to an MCP server: read, then checked as the capability it is (or answered here: the request_permission tool). */
@@ -218,6 +230,9 @@ async function forward(call: (CheckedCall & Partial<Executed>) | PublicCall, res
     res,
   );
   const upstreamSeconds = (performance.now() - sent) / 1000;
+  // Nobody is left to answer when the caller hung up: the call is recorded as 499, nothing is written.
+  if (isDenial(answer) && answer.code === 'client_closed_request')
+    return { call, outcome: { kind: 'refused', status: statusOf('client_closed_request'), denial: answer }, upstreamSeconds };
   if (isDenial(answer)) return { ...refuse(call, answer, res, deps), upstreamSeconds };
   return { call, outcome: { kind: 'forwarded', status: answer.status, responseBytes: answer.bytes }, upstreamSeconds };
 }

@@ -4,7 +4,7 @@ import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 /**
  * Every bound the sidecar applies, in one place, with its reason. Flags and
  * environment set the first three (`serve --max-body-bytes`, `--max-headers`,
- * `--max-query-params`) and the shutdown grace and audit drain
+ * `--max-query-params`, `--max-in-flight`) and the shutdown grace and audit drain
  * (`--shutdown-grace-ms`, `--audit-drain-ms`), through SidecarOptions
  * (`limitsFrom` in options.ts); the others are fixed here.
  */
@@ -17,6 +17,11 @@ export interface Limits {
   maxQueryParams: number;
   /** Small JSON bodies of the sidecar's own endpoints (registration, revoke, admin API). */
   maxControlBodyBytes: number;
+  /**
+   * Calls this process handles at once; a call past it is answered at once with 503 overloaded and
+   * Retry-After (Envoy's overload manager): queued calls would only wait, time out and be retried.
+   */
+  maxInFlight: number;
   /** Keep-alive connections to the app. */
   upstreamConnections: number;
   /** How long the app may take to send its response headers; a model provider answers long completions late. */
@@ -54,6 +59,10 @@ export interface Limits {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+/** Far above what one core serves at the latencies apps answer in (2000 calls/s at 100 ms is 200 in flight). */
+export const DEFAULT_MAX_IN_FLIGHT = 1024;
+/** Seconds a shed caller is told to wait. */
+export const OVERLOAD_RETRY_AFTER_SECONDS = 1;
 /** `serve`'s drain delay: longer than endpoint removal usually takes to reach kube-proxy and ingress controllers. */
 export const DEFAULT_DRAIN_DELAY_MS = 5_000;
 
@@ -62,6 +71,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = {
   maxHeaders: DEFAULT_MAX_HEADERS,
   maxQueryParams: DEFAULT_MAX_QUERY_PARAMS,
   maxControlBodyBytes: 64 * 1024,
+  maxInFlight: DEFAULT_MAX_IN_FLIGHT,
   upstreamConnections: 128,
   upstreamHeadersTimeoutMs: 60_000,
   egressUpstreamHeadersTimeoutMs: 600_000,

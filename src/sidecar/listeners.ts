@@ -17,7 +17,9 @@ export function dataServer(state: SidecarState, limits: Limits): Server {
   const data = createServer({ requireHostHeader: true }, (req, res) => {
     // Serve the call, but make the client open its next connection anew: by then it resolves to a ready endpoint.
     if (state.draining) res.setHeader('connection', 'close');
-    state.track(handleCall(req, res, state.current));
+    // Admission: past the bound a call is refused at once (and still audited), never queued.
+    const admitted = state.inFlight.size < limits.maxInFlight;
+    state.track(handleCall(req, res, state.current, admitted));
   });
   // Node keeps only the first maxHeadersCount headers and drops the rest unseen: one more than the limit lets
   // checkRequestShape see that there were too many and refuse (431) instead of judging a truncated request.

@@ -34,6 +34,8 @@ export interface SidecarOptions {
   maxHeaders?: number;
   /** Query pairs accepted; more are refused with 400 too_many_query_parameters [256]. */
   maxQueryParams?: number;
+  /** Calls handled at once; more are answered 503 overloaded with Retry-After [1024]. */
+  maxInFlight?: number;
   replay?: ReplayStore;
   /** Bound of the in-process replay window (ids); derived from the memory limit when absent. */
   replayMaxEntries?: number;
@@ -109,6 +111,7 @@ export function limitsFrom(opts: SidecarOptions): Limits {
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes,
     maxHeaders: opts.maxHeaders ?? DEFAULT_LIMITS.maxHeaders,
     maxQueryParams: opts.maxQueryParams ?? DEFAULT_LIMITS.maxQueryParams,
+    maxInFlight: opts.maxInFlight ?? DEFAULT_LIMITS.maxInFlight,
     shutdownGraceMs: opts.shutdownGraceMs ?? DEFAULT_LIMITS.shutdownGraceMs,
     auditDrainMs: opts.audit?.drainMs ?? DEFAULT_LIMITS.auditDrainMs,
   };

@@ -59,6 +59,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   const replay = opts.replay ?? shared?.replay ?? memoryReplayStore(opts.replayMaxEntries, log, now);
   const core = { policy: opts.policy, replay, tokenHeader, limits, now, upstream, log };
   const state = new SidecarState({ ...core, approvals, audit, metrics, egress, registered, mcpSessions });
+  metrics.setSources({ inFlight: () => ({ current: state.inFlight.size, limit: limits.maxInFlight }) });
 
   const data = dataServer(state, limits);
   const admin = adminServer(opts, state, { approvals, audit, metrics, registered, shared, log, now });

@@ -77,6 +77,7 @@ describe('the denial catalogue', () => {
       'audit_unavailable',
       'client_closed_request',
       'internal_error',
+      'overloaded',
       'replay_store_unavailable',
       'shutting_down',
       'upstream_unavailable',

@@ -54,6 +54,8 @@ export const logFilter: CallFilter = {
     if (outcome.kind !== 'refused') return;
     const { denial } = outcome;
     if (denial.code === 'client_closed_request') return log.info('client went away', describe(call));
+    // Shed calls are counted (agents_chain_denials_total{reason="overloaded"}); a line each would flood the log when it matters least.
+    if (denial.code === 'overloaded') return log.level === 'debug' ? log.debug('call shed', describe(call)) : undefined;
     // Before the signature is checked the agent is only claimed; the log says so.
     const claimedAgent = call.verified ? undefined : denial.agentId;
     log.warn('call denied', { ...describe(call), claimedAgent, code: denial.code, status: outcome.status, reason: denial.message });
