@@ -16,6 +16,8 @@ export interface AdminContext {
   readiness: () => Record<string, boolean>;
   /** True once shutdown began: /readyz answers 503 "draining" whatever the checks say. */
   draining?: () => boolean;
+  /** Calls in flight and the bound (reported by /readyz; saturation does not fail readiness). */
+  load?: () => { inFlight: number; maxInFlight: number };
   approvals?: ApprovalService;
   audit?: AuditTrail;
   metrics?: SidecarMetrics;
@@ -150,7 +152,10 @@ function readiness(ctx: AdminContext): Reply {
   const ready = Object.values(checks).every(Boolean);
   const named = Object.fromEntries(Object.entries(checks).map(([k, ok]) => [k, ok ? 'ok' : 'failing']));
   if (ctx.draining?.()) return jsonReply(503, { status: 'draining', message: 'shutting down: new calls should go to another endpoint', checks: named });
-  return jsonReply(ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', checks: named });
+  const load = ctx.load?.();
+  // Saturated is reported, not failed: a pod that leaves the Service under load only moves the load to its peers.
+  const saturation = load ? { load: { ...load, saturated: load.inFlight >= load.maxInFlight } } : {};
+  return jsonReply(ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', checks: named, ...saturation });
 }
 
 /** GET /stats/entries?limit=N (1 to 500, default 50): the newest audit entries, decrypted, in memory only. */

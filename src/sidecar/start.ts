@@ -127,6 +127,7 @@ function adminServer(opts: SidecarOptions, state: SidecarState, p: AdminParts): 
     adminHandler({
       readiness,
       draining: () => state.draining,
+      load: () => ({ inFlight: state.inFlight.size, maxInFlight: state.current.limits.maxInFlight }),
       approvals,
       adminToken: opts.adminToken,
       insecureNoToken: opts.adminInsecureNoToken,

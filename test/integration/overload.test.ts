@@ -56,6 +56,11 @@ describe('overload: calls past --max-in-flight are shed, not queued', () => {
     expect(metrics).toMatch(/agents_chain_calls_in_flight 2\b/);
     expect(metrics).toMatch(/agents_chain_calls_in_flight_limit 2\b/);
     expect(metrics).toMatch(/agents_chain_denials_total\{[^}]*reason="overloaded"[^}]*\} 1\b/);
+    // /readyz reports the saturation and stays ready.
+    expect(await call(env.adminUrl, { path: '/readyz' })).toMatchObject({
+      status: 200,
+      json: { status: 'ready', load: { inFlight: 2, maxInFlight: 2, saturated: true } },
+    });
 
     for (const release of held.splice(0)) release();
     expect((await Promise.all(inFlight)).map((r) => r.status)).toEqual([200, 200]);
