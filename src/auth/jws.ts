@@ -1,4 +1,4 @@
-import { verify } from 'node:crypto';
+import { ED25519 } from './ed25519-verify.js';
 import { parseStrictJsonBytes } from '../json/strict.js';
 import type { VerificationKey } from '../policy/types.js';
 
@@ -110,15 +110,15 @@ function decodeObject(seg: string): Record<string, unknown> | undefined {
 }
 
 /**
- * Ed25519 over the JWS signing input, with `key` only. node:crypto directly:
- * the same check jose's compactVerify makes, at well under half the cost on
- * Node 20 (see `make bench`). Call it on a token decodeJws accepted. The key
- * was vetted on import (identity/keys.ts): OpenSSL itself accepts keys of
- * small order, for which this would be forgeable.
+ * Ed25519 over the JWS signing input, with `key` only: the check jose's
+ * compactVerify makes, by the process's verifier (libsodium, or node:crypto
+ * where it cannot load: auth/ed25519-verify.ts). Call it on a token decodeJws
+ * accepted. The key was vetted on import (identity/keys.ts): OpenSSL itself
+ * accepts keys of small order, for which node:crypto would be forgeable.
  */
 export function signatureValid(token: string, key: VerificationKey): boolean {
   const dot = token.lastIndexOf('.');
   const signature = Buffer.from(token.slice(dot + 1), 'base64url');
   if (signature.length !== 64) return false;
-  return verify(null, Buffer.from(token.slice(0, dot)), key, signature);
+  return ED25519.verifier.verify(Buffer.from(token.slice(0, dot)), signature, key);
 }

@@ -12,6 +12,7 @@ import { approvalService } from './approvals.js';
 import { egressIdentity } from './egress.js';
 import { PolicyReloader, Shutdown } from './lifecycle.js';
 import { dataServer, listen, urlOf } from './listeners.js';
+import { ED25519 } from '../auth/ed25519-verify.js';
 import { DEFAULT_DRAIN_DELAY_MS, DEFAULT_MAX_BODY_BYTES } from './limits.js';
 import { DEFAULT_ADMIN, DEFAULT_LISTEN, DEFAULT_TOKEN_HEADER, limitsFrom, parseHostPort, type Sidecar, type SidecarOptions } from './options.js';
 import { SidecarState } from './state.js';
@@ -76,7 +77,9 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     upstream: upstream.origin,
     policy: opts.policy.file,
     policyHash: opts.policy.hash,
+    ed25519: ED25519.verifier.name,
   });
+  warnOnVerifierFallback(log);
 
   const reloader = new PolicyReloader({ state, file: opts.policy.file, metrics, audit, log, now });
   const shutdown = new Shutdown({ state, data, admin, approvals, audit, upstream, shared, limits, log, drainDelayMs: opts.drainDelayMs ?? 0 });
@@ -101,6 +104,12 @@ function refuseUnsafeAdmin(opts: SidecarOptions, log: Logger): void {
   if (problem) throw new Error(problem);
   if (opts.adminInsecureNoToken)
     log.warn('admin API open without a token: anyone who reaches the admin listener reads audit entries and approves calls', { flag: INSECURE_FLAG });
+}
+
+/** Said once at startup: a platform without the prebuilt binary (musl, old glibc) verifies with node:crypto. */
+function warnOnVerifierFallback(log: Logger): void {
+  if (ED25519.fallbackReason)
+    log.warn('libsodium (sodium-native) did not load: Ed25519 is verified with node:crypto, about 2x the CPU', { reason: ED25519.fallbackReason });
 }
 
 interface AdminParts {

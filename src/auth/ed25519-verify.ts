@@ -1,0 +1,64 @@
+/**
+ * The Ed25519 signature check every token goes through. libsodium
+ * (sodium-native's prebuilt binary) verifies in about 44 µs where node:crypto
+ * takes about 100 µs on the same machine, on Node 20 and 24 alike (measured:
+ * docs/design/benchmarks.md); it also refuses small-order keys and R values
+ * and non-canonical S by design. Where the binary cannot load (musl, an old
+ * glibc) node:crypto does the same check: keys are vetted on import either way
+ * (identity/ed25519.ts), so the two agree on every token (tested with both).
+ */
+import { createRequire } from 'node:module';
+import { verify as nodeVerify, type KeyObject } from 'node:crypto';
+
+export interface Ed25519Verifier {
+  readonly name: 'libsodium' | 'node:crypto';
+  /** True when `signature` (exactly 64 bytes) is `key`'s signature of `message`. */
+  verify(message: Buffer, signature: Buffer, key: KeyObject): boolean;
+}
+
+interface Sodium {
+  crypto_sign_verify_detached(signature: Buffer, message: Buffer, publicKey: Buffer): boolean;
+}
+
+const viaNode: Ed25519Verifier = {
+  name: 'node:crypto',
+  verify: (message, signature, key) => signature.length === 64 && nodeVerify(null, message, key, signature),
+};
+
+/** A key's 32 raw bytes, exported once per imported key. */
+const rawKeys = new WeakMap<KeyObject, Buffer>();
+
+function rawKey(key: KeyObject): Buffer {
+  let raw = rawKeys.get(key);
+  if (!raw) {
+    raw = Buffer.from(String(key.export({ format: 'jwk' }).x), 'base64url');
+    rawKeys.set(key, raw);
+  }
+  return raw;
+}
+
+function viaSodium(sodium: Sodium): Ed25519Verifier {
+  return {
+    name: 'libsodium',
+    // Exact lengths: libsodium reads the first 64 bytes of a longer signature (Wycheproof's "signature with garbage").
+    verify: (message, signature, key) => {
+      if (signature.length !== 64) return false;
+      const pk = rawKey(key);
+      return pk.length === 32 && sodium.crypto_sign_verify_detached(signature, message, pk);
+    },
+  };
+}
+
+/** The verifier to use: libsodium unless AGENTS_CHAIN_ED25519=node or the binary does not load. */
+export function loadVerifier(prefer = process.env.AGENTS_CHAIN_ED25519): { verifier: Ed25519Verifier; fallbackReason?: string } {
+  if (prefer === 'node') return { verifier: viaNode };
+  try {
+    const sodium = createRequire(import.meta.url)('sodium-native') as Sodium;
+    return { verifier: viaSodium(sodium) };
+  } catch (err) {
+    return { verifier: viaNode, fallbackReason: (err as Error).message.split('\n')[0] };
+  }
+}
+
+/** Chosen once, when the process first verifies; the log says which (sidecar/start.ts). */
+export const ED25519 = loadVerifier();
