@@ -38,6 +38,11 @@ export function parseStrictJson(text: string, keys?: string[]): unknown {
   return v;
 }
 
+/** Stateless without `stream`: one decoder serves every call (a new one per body cost about a microsecond). */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+/** Sticky: matched at `lastIndex`, set before each use (the parser is synchronous). */
+const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+
 /** Decodes UTF-8 bytes strictly (no BOM, no invalid sequences), then parses. */
 export function parseStrictJsonBytes(bytes: Uint8Array, keys?: string[]): unknown {
   if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
@@ -45,7 +50,7 @@ export function parseStrictJsonBytes(bytes: Uint8Array, keys?: string[]): unknow
   }
   let text: string;
   try {
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+    text = UTF8.decode(bytes);
   } catch {
     throw new StrictJsonError('invalid UTF-8', 0);
   }
@@ -184,15 +189,18 @@ class Parser {
   }
 
   number(): number {
-    const m = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
-    m.lastIndex = this.i;
-    const r = m.exec(this.s);
+    NUMBER.lastIndex = this.i;
+    const r = NUMBER.exec(this.s);
     if (!r) this.fail('invalid number');
     const text = r[0];
     const n = Number(text);
     if (!Number.isFinite(n)) this.fail('number out of range');
     if (Math.abs(n) > Number.MAX_SAFE_INTEGER) this.fail('number outside the safe integer range');
-    // More digits than a double holds: an exact-decimal parser would read another value.
+    // More digits than a double holds: an exact-decimal parser would read another value (17 characters hold at most 17 digits).
+    if (text.length <= 17) {
+      this.i += text.length;
+      return n;
+    }
     const digits = text
       .replace(/[eE].*$/, '')
       .replace(/[-.]/g, '')

@@ -33,24 +33,25 @@ export function dataServer(state: SidecarState, limits: Limits): Server {
   return data;
 }
 
-/** Connections that have not sent a single byte yet, per server (closeServer ends them: no call is on them). */
-const UNUSED = new WeakMap<Server, Set<Socket>>();
+/** Open connections, per server; closeServer ends those that have not sent a single byte (no call is on them). */
+const OPEN = new WeakMap<Server, Set<Socket>>();
 
 /**
  * Node counts a connection that never sent a request as busy (it waits for
  * headers), so closeIdleConnections leaves it open and a shutdown would wait
  * the whole grace for it. Clients do open such connections: fetch (undici)
  * when a request is aborted before it is written, seen with the MCP SDK
- * client's close. Tracked here so closeServer can end them.
+ * client's close. Tracked here so closeServer can end them. Only 'close' is
+ * listened to: a 'data' listener would make Node hand every byte of every
+ * request to JavaScript instead of its native parser (measured: 5–6 µs per
+ * call); `bytesRead` says whether a connection was used.
  */
 function trackUnused(server: Server): void {
-  const unused = new Set<Socket>();
-  UNUSED.set(server, unused);
+  const open = new Set<Socket>();
+  OPEN.set(server, open);
   server.on('connection', (socket: Socket) => {
-    unused.add(socket);
-    const used = (): void => void unused.delete(socket);
-    socket.once('data', used);
-    socket.once('close', used);
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
   });
 }
 
@@ -94,7 +95,7 @@ export function closeServer(server: Server, graceMs: number): Promise<boolean> {
     }, graceMs);
     const closeIdle = (): void => {
       server.closeIdleConnections();
-      for (const socket of UNUSED.get(server) ?? []) socket.destroy();
+      for (const socket of OPEN.get(server) ?? []) if (socket.bytesRead === 0) socket.destroy();
     };
     const sweep = setInterval(closeIdle, IDLE_SWEEP_INTERVAL_MS);
     deadline.unref();
