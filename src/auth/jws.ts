@@ -37,7 +37,7 @@ const B64URL_VALUE = new Int8Array(128).fill(-1);
 for (const [i, c] of [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'].entries()) B64URL_VALUE[c.charCodeAt(0)] = i;
 
 export interface DecodedJws {
-  header: Record<string, unknown>;
+  header: Readonly<Record<string, unknown>>;
   payload: Record<string, unknown>;
 }
 
@@ -56,13 +56,32 @@ export function decodeJws(token: string, typ: string): DecodedJws | string {
   if (!lastCharCanonical(token, 0, a) || !lastCharCanonical(token, a + 1, b) || !lastCharCanonical(token, b + 1, token.length)) {
     return 'token segments must be canonical base64url (the unused low bits of the last character are not zero)';
   }
-  const header = decodeObject(token.slice(0, a));
-  if (!header) return 'token header is not a JSON object (or has duplicate keys)';
-  const refused = headerProblem(header, typ);
-  if (refused) return refused;
+  const header = acceptedHeader(token.slice(0, a), typ);
+  if (typeof header === 'string') return header;
   const payload = decodeObject(token.slice(a + 1, b));
   if (!payload) return 'token payload is not a JSON object (or has duplicate keys)';
   return { header, payload };
+}
+
+/**
+ * Headers already accepted, by their exact segment: a signer sends the same
+ * header on every token, so parsing and checking it again is skipped (about
+ * 2 µs per call). Bounded; only accepted headers are kept, frozen.
+ */
+const ACCEPTED_HEADERS = new Map<string, Readonly<Record<string, unknown>>>();
+const MAX_ACCEPTED_HEADERS = 1024;
+
+function acceptedHeader(segment: string, typ: string): Readonly<Record<string, unknown>> | string {
+  const key = `${typ}.${segment}`;
+  const known = ACCEPTED_HEADERS.get(key);
+  if (known) return known;
+  const header = decodeObject(segment);
+  if (!header) return 'token header is not a JSON object (or has duplicate keys)';
+  const refused = headerProblem(header, typ);
+  if (refused) return refused;
+  if (ACCEPTED_HEADERS.size >= MAX_ACCEPTED_HEADERS) ACCEPTED_HEADERS.clear();
+  ACCEPTED_HEADERS.set(key, Object.freeze(header));
+  return header;
 }
 
 function headerProblem(header: Record<string, unknown>, typ: string): string | undefined {

@@ -136,3 +136,19 @@ describe('canonical base64url in all three segments (RFC 4648 §3.5)', () => {
     expect(decodeJws(t, 'host+jwt')).toBe('token typ must be "host+jwt"');
   });
 });
+
+describe('accepted headers are remembered by their exact segment', () => {
+  it('a header accepted for one typ is still refused for another, and a changed header is checked anew', () => {
+    const h = b64url(JSON.stringify({ alg: 'EdDSA', typ: 'agent+jwt' }));
+    const p = b64url(JSON.stringify({ sub: 'a' }));
+    const token = `${h}.${p}.${'A'.repeat(86)}`;
+    for (let i = 0; i < 2; i++) {
+      expect(decodeJws(token, 'agent+jwt')).toMatchObject({ header: { typ: 'agent+jwt' } });
+      expect(decodeJws(token, 'host+jwt')).toBe('token typ must be "host+jwt"');
+    }
+    const withCrit = `${b64url(JSON.stringify({ alg: 'EdDSA', typ: 'agent+jwt', crit: ['x'] }))}.${p}.${'A'.repeat(86)}`;
+    expect(decodeJws(withCrit, 'agent+jwt')).toMatch(/crit/);
+    const header = (decodeJws(token, 'agent+jwt') as { header: object }).header;
+    expect(Object.isFrozen(header)).toBe(true);
+  });
+});
