@@ -132,7 +132,11 @@ describe('a full spool fails closed', () => {
       expect((await readdir(spoolDir)).some((f) => f.endsWith('.batch'))).toBe(true);
       const ready = await fetch(`${env.sidecar.adminUrl}/readyz`);
       expect(ready.status).toBe(503);
-      expect(await ready.json()).toEqual({ status: 'not_ready', checks: { policy: 'ok', listeners: 'ok', auditSpool: 'failing' } });
+      expect(await ready.json()).toMatchObject({
+        status: 'not_ready',
+        checks: { policy: 'ok', listeners: 'ok', auditSpool: 'failing' },
+        load: { maxInFlight: 1024 },
+      });
       expect(await (await fetch(`${env.sidecar.adminUrl}/metrics`)).text()).toMatch(/^agents_chain_audit_available 0$/m);
 
       await collector.restart();
