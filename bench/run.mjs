@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { compactVerify } from 'jose';
+import { loadVerifier } from '../dist/auth/ed25519-verify.js';
 import { REPLAY_NAMESPACE } from '../dist/auth/replay-redis.js';
 import { createAgentSigner } from '../dist/identity/client.js';
 import { generateAgentKeyPair, importAgentKey } from '../dist/identity/keys.js';
@@ -169,7 +170,8 @@ async function load(url, seconds, rate) {
     ],
   });
   const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
-  if (result.non2xx || result.errors) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors (if replays: raise BENCH_MAX_RPS)`);
+  if (result.non2xx || result.errors)
+    throw new Error(`${url}: ${result.non2xx} non-2xx (${JSON.stringify(result.statusCodeStats)}), ${result.errors} errors (if replays: raise BENCH_MAX_RPS)`);
   return { ...result, rps: result.requests.total / elapsed };
 }
 
@@ -223,7 +225,7 @@ async function compareAtFixedRate(x, y) {
   process.exit(0);
 }
 
-// One Ed25519 verification, through jose (what the sidecar runs) and node:crypto directly.
+// One Ed25519 verification: through jose, node:crypto directly, and the sidecar's verifier (libsodium where it loads).
 async function verifyCost() {
   const token = await signer.sign('createInvoice');
   const key = await importAgentKey(bot.publicJwk);
@@ -239,7 +241,12 @@ async function verifyCost() {
   t = process.hrtime.bigint();
   for (let i = 0; i < n; i++) nodeVerify(null, data, pub, sig);
   const nodeUs = Number(process.hrtime.bigint() - t) / n / 1000;
-  return { joseUs, nodeUs };
+  const { verifier } = loadVerifier('libsodium');
+  for (let i = 0; i < 300; i++) verifier.verify(data, sig, key);
+  t = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) verifier.verify(data, sig, key);
+  const sidecarUs = Number(process.hrtime.bigint() - t) / n / 1000;
+  return { joseUs, nodeUs, sidecarUs, verifier: verifier.name };
 }
 
 try {
@@ -372,7 +379,9 @@ try {
     `\nAudit cost in the sidecar's own CPU time: ${fmt(cpuCost('d/c'))} µs per call (median of per-block differences; the sidecar uses ${fmt(c.cpuUs)} µs).`,
   );
   console.log(`Redis replay store cost in the sidecar's own CPU time: ${fmt(cpuCost('e/c'))} µs per call.`);
-  console.log(`One Ed25519 verification: ${fmt(cost.joseUs, 1)} µs through jose (WebCrypto), ${fmt(cost.nodeUs, 1)} µs with node:crypto directly.`);
+  console.log(
+    `One Ed25519 verification: ${fmt(cost.joseUs, 1)} µs through jose (WebCrypto), ${fmt(cost.nodeUs, 1)} µs with node:crypto directly, ${fmt(cost.sidecarUs, 1)} µs with the sidecar's verifier (${cost.verifier}).`,
+  );
 } finally {
   for (const c of children) c.kill('SIGKILL');
 }
