@@ -87,7 +87,7 @@ function mcpMatch(server: McpServer, body: Buffer | undefined): Match | Denial {
 /** The approved call is still allowed (and, to an MCP server, the id its answer carries), or why not. */
 async function stillAuthorized(r: AccessRequest, body: Buffer | undefined, deps: ExecutorDeps): Promise<Denial | { mcpId?: string | number }> {
   const policy = deps.policy();
-  const agent: Agent | undefined = await agentLookup(policy, deps.registered).get(r.agentId);
+  const agent: Agent | undefined = await agentLookup({ policy, registered: deps.registered }).get(r.agentId);
   if (!agent) return deny('capability_denied', `agent "${r.agentId}" is no longer known`);
   const session = sessionIdOf(r.headers);
   if (session === null || (session !== undefined && deps.mcpSessions?.ownerOf(session) !== agent.thumbprint)) {

@@ -68,19 +68,20 @@ export function decodeJws(token: string, typ: string): DecodedJws | string {
  * header on every token, so parsing and checking it again is skipped (about
  * 2 µs per call). Bounded; only accepted headers are kept, frozen.
  */
-const ACCEPTED_HEADERS = new Map<string, Readonly<Record<string, unknown>>>();
+const ACCEPTED_HEADERS = new Map<string, Map<string, Readonly<Record<string, unknown>>>>();
 const MAX_ACCEPTED_HEADERS = 1024;
 
 function acceptedHeader(segment: string, typ: string): Readonly<Record<string, unknown>> | string {
-  const key = `${typ}.${segment}`;
-  const known = ACCEPTED_HEADERS.get(key);
+  let accepted = ACCEPTED_HEADERS.get(typ);
+  if (!accepted) ACCEPTED_HEADERS.set(typ, (accepted = new Map<string, Readonly<Record<string, unknown>>>()));
+  const known = accepted.get(segment);
   if (known) return known;
   const header = decodeObject(segment);
   if (!header) return 'token header is not a JSON object (or has duplicate keys)';
   const refused = headerProblem(header, typ);
   if (refused) return refused;
-  if (ACCEPTED_HEADERS.size >= MAX_ACCEPTED_HEADERS) ACCEPTED_HEADERS.clear();
-  ACCEPTED_HEADERS.set(key, Object.freeze(header));
+  if (accepted.size >= MAX_ACCEPTED_HEADERS) accepted.clear();
+  accepted.set(segment, Object.freeze(header));
   return header;
 }
 

@@ -6,7 +6,7 @@
 import type { Agent, Capability, Policy } from '../policy/types.js';
 import { SELF_REGISTERED_HOST_PREFIX } from '../registration/host-token.js';
 import { publicOrigin } from './binding.js';
-import type { Expected } from './verify.js';
+import type { AgentAuthExpected, Expected } from './verify.js';
 
 /** The execute endpoint's path (the protocol's default location). */
 export const EXECUTE_PATH = '/capability/execute';
@@ -55,13 +55,21 @@ export function agentIssuers(policy: Policy, agent: Agent): string[] {
   return out;
 }
 
-/** What a token for this capability (or endpoint audience) must be, in the policy's profile. */
+/** agent-auth-v1 expectations, built once per capability (each belongs to one compiled policy), and once per policy for its endpoints. */
+const built = new WeakMap<Capability | Policy, AgentAuthExpected>();
+
+/** What a token for this capability (or endpoint audience) must be, in the policy's profile: the seed's is the aud itself. */
 export function expectedToken(policy: Policy, capability: Capability | undefined, audience: string): Expected {
-  if (policy.provider.tokenProfile !== 'agent-auth-v1') return { profile: 'agents-chain', capability: capability?.name ?? audience };
-  return {
-    profile: 'agent-auth-v1',
-    ...(capability ? { capability: capability.name, location: capabilityLocation(policy, capability) } : {}),
-    urls: serviceAudiences(policy),
-    issuers: (agent) => agentIssuers(policy, agent),
-  };
+  if (policy.provider.tokenProfile !== 'agent-auth-v1') return capability?.name ?? audience;
+  const owner = capability ?? policy;
+  let expected = built.get(owner);
+  if (!expected) {
+    expected = {
+      ...(capability ? { capability: capability.name, location: capabilityLocation(policy, capability) } : {}),
+      urls: serviceAudiences(policy),
+      issuers: (agent) => agentIssuers(policy, agent),
+    };
+    built.set(owner, expected);
+  }
+  return expected;
 }

@@ -57,9 +57,15 @@ export interface AgentDirectory {
  * `iss` one of `issuers` or absent, a header `kid` the agent key's thumbprint,
  * and a `capabilities` claim, when present, names the capability.
  */
-export type Expected =
-  | { profile: 'agents-chain'; capability: string }
-  | { profile: 'agent-auth-v1'; capability?: string; location?: string; urls: ReadonlySet<string>; issuers: (agent: Agent) => readonly string[] };
+export type Expected = string | AgentAuthExpected;
+
+/** agent-auth-v1: the service's URLs, who may issue, and (on a capability route) the capability and its location. */
+export interface AgentAuthExpected {
+  readonly capability?: string;
+  readonly location?: string;
+  readonly urls: ReadonlySet<string>;
+  readonly issuers: (agent: Agent) => readonly string[];
+}
 
 /**
  * Steps 1–7 of the spec's verification table, in its order. Step 8 (replay)
@@ -68,28 +74,23 @@ export type Expected =
  * rules claims.ts's (shared with host and proof tokens). The key is only ever
  * the directory's key for `sub`; a `kid` in the header is never used.
  */
-export async function verifyAgentToken(
-  token: string,
-  expectedFor: Expected | string,
-  agents: AgentDirectory,
-  nowSeconds: number,
-): Promise<VerifiedToken | Denial> {
-  // A plain string: the seed's profile, aud = that capability.
-  const expected: Expected = typeof expectedFor === 'string' ? { profile: 'agents-chain', capability: expectedFor } : expectedFor;
+export async function verifyAgentToken(token: string, expected: Expected, agents: AgentDirectory, nowSeconds: number): Promise<VerifiedToken | Denial> {
+  // A string: the seed's profile, aud = that capability (or endpoint audience).
+  const seed = typeof expected === 'string';
   // 1–2: decode header and payload, confirm typ, alg and the header members; claim types.
   const jws = decodeJws(token, AGENT_TOKEN_TYPE);
   if (typeof jws === 'string') return deny('token_invalid', jws);
-  const claims = readClaims(jws.payload, expected.profile);
+  const claims = readClaims(jws.payload, seed);
   if (typeof claims === 'string') return deny('token_invalid', claims);
 
   // 3: sub names a registered agent.
   const agent = await agents.get(claims.sub);
   if (!agent) return deny('agent_not_found', `no agent "${claims.sub}" is registered`);
-  if (expected.profile === 'agents-chain') {
+  if (seed) {
     // 4: iss is that agent's key thumbprint.
     if (claims.iss !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token iss is not the thumbprint of the agent's key");
     // 5: aud is the capability being called.
-    if (claims.aud !== expected.capability) return denyAs(agent, 'capability_denied', `token is for "${claims.aud}", not "${expected.capability}"`);
+    if (claims.aud !== expected) return denyAs(agent, 'capability_denied', `token is for "${claims.aud}", not "${expected}"`);
   } else {
     const refused = agentAuthProblem(agent, jws.header.kid, claims, expected);
     if (refused) return refused;
@@ -112,7 +113,7 @@ function denyAs(agent: Agent, ...args: Parameters<typeof deny>): Denial {
  * header `kid` must be its thumbprint, never a way to pick another key), the
  * issuer is the agent's host or the agent itself, the audience this service.
  */
-function agentAuthProblem(agent: Agent, kid: unknown, claims: AgentClaims, expected: Extract<Expected, { profile: 'agent-auth-v1' }>): Denial | undefined {
+function agentAuthProblem(agent: Agent, kid: unknown, claims: AgentClaims, expected: AgentAuthExpected): Denial | undefined {
   if (kid !== undefined && kid !== agent.thumbprint) return denyAs(agent, 'token_invalid', "token kid is not the thumbprint of the agent's key");
   if (claims.iss !== undefined && !expected.issuers(agent).includes(claims.iss))
     return denyAs(agent, 'token_invalid', "token iss is neither the agent's host nor the agent's key thumbprint");
@@ -125,8 +126,8 @@ function agentAuthProblem(agent: Agent, kid: unknown, claims: AgentClaims, expec
   return undefined;
 }
 
-function readClaims(p: Record<string, unknown>, profile: Expected['profile']): AgentClaims | string {
-  const v1 = profile === 'agent-auth-v1';
+function readClaims(p: Record<string, unknown>, seed: boolean): AgentClaims | string {
+  const v1 = !seed;
   const problem =
     stringProblem(p, 'sub') ??
     (v1 && p.iss === undefined ? undefined : stringProblem(p, 'iss')) ??

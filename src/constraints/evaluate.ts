@@ -67,6 +67,13 @@ function describe(v: unknown): string {
 export function evaluateConstraints(constraints: Constraints, lookup: (field: string) => ArgumentValue): ConstraintViolation[] {
   const out: ConstraintViolation[] = [];
   for (const [field, rule] of Object.entries(constraints)) {
+    if (!rule.aliases?.length) {
+      // The common rule, one spelling: no list to build per call.
+      const arg = lookup(field);
+      if (arg.present) for (const v of checkValue(field, field, rule, arg)) out.push(v);
+      else if (rule.optional !== true) for (const v of absentViolations(field, [field], rule)) out.push(v);
+      continue;
+    }
     const spellings = spellingsOf(field, rule);
     let found = 0;
     for (const spelling of spellings) {

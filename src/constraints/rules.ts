@@ -30,11 +30,17 @@ export function spellingsOf(field: string, rule: ConstraintRule): string[] {
   return rule.aliases?.length ? [field, ...rule.aliases] : [field];
 }
 
-/** The fields of a set of rules together with their aliases, each once (what the call is read for). */
-export function constrainedSpellings(constraints: Constraints): string[] {
-  const out = new Set<string>();
-  for (const [field, rule] of Object.entries(constraints)) for (const s of spellingsOf(field, rule)) out.add(s);
-  return [...out];
+const spellingsByRules = new WeakMap<Constraints, readonly string[]>();
+
+/** The fields of a set of rules together with their aliases, each once (what the call is read for); worked out once per grant's rules. */
+export function constrainedSpellings(constraints: Constraints): readonly string[] {
+  let spellings = spellingsByRules.get(constraints);
+  if (!spellings) {
+    const out = new Set<string>();
+    for (const [field, rule] of Object.entries(constraints)) for (const s of spellingsOf(field, rule)) out.add(s);
+    spellingsByRules.set(constraints, (spellings = [...out]));
+  }
+  return spellings;
 }
 
 /** A rule as written: the operators, `eq`, the modifiers. */

@@ -39,7 +39,7 @@ export const introspect = defineEndpoint({
     const jws = decodeJws(body.token, AGENT_TOKEN_TYPE);
     const expected = typeof jws === 'string' ? undefined : expectationOf(deps.policy, jws.payload);
     if (!expected) return jsonReply(200, INACTIVE, NO_STORE);
-    const verified = await verifyAgentToken(body.token, expected, agentLookup(deps.policy, deps.registered), Math.floor(deps.now() / 1000));
+    const verified = await verifyAgentToken(body.token, expected, agentLookup(deps), Math.floor(deps.now() / 1000));
     if (isDenial(verified)) return jsonReply(200, INACTIVE, NO_STORE);
     return jsonReply(200, await activeView(verified.agent, verified.claims, deps), NO_STORE);
   },

@@ -133,13 +133,13 @@ function readArguments(
   if (isDenial(query)) return query;
   const pathFields = constrainedPathParameters(constraints, args.params);
   // Laravel's $request->id, PHP's $_REQUEST read a query or body copy of a path parameter before the route's value.
-  const copied = pathFields.size > 0 && !args.parsed ? keyReadAs(args.query, pathFields) : undefined;
+  const copied = pathFields && !args.parsed ? keyReadAs(args.query, pathFields) : undefined;
   if (copied) return deny('invalid_query', `"${copied}" is a constrained path parameter; it must not also be sent in the query`);
   const body = args.body;
   // An app may read a body field before the query one: a checked query needs an empty body.
   if (plan.query.size > 0 && body && body.length > 0) return deny('invalid_body', `${args.method} with constrained query parameters must not carry a body`);
   const read = { plan, query, json: undefined as unknown, jsonKeys: undefined as string[] | undefined };
-  if (!plan.body) return pathFields.size > 0 && body && body.length > 0 && !args.parsed ? (bodyCopyOf(pathFields, body, args.headers) ?? read) : read;
+  if (!plan.body) return pathFields && body && body.length > 0 && !args.parsed ? (bodyCopyOf(pathFields, body, args.headers) ?? read) : read;
   if (args.parsed) {
     // The audit trail records an MCP message's arguments from the message itself: no key list needed here.
     read.json = args.parsed.value;
@@ -158,13 +158,13 @@ function readArguments(
     const why = err instanceof StrictJsonError ? err.message : String(err);
     return deny('invalid_body', `request body is not acceptable JSON: ${why}`);
   }
-  return (pathFields.size > 0 && jsonCopyOf(pathFields, read.json)) || read;
+  return (pathFields && jsonCopyOf(pathFields, read.json)) ?? read;
 }
 
-/** Constrained fields that are path parameters of the matched route. */
-function constrainedPathParameters(constraints: Constraints, params: Readonly<Record<string, string>>): Set<string> {
-  const out = new Set<string>();
-  for (const field in constraints) if (Object.hasOwn(params, field)) out.add(field);
+/** Constrained fields that are path parameters of the matched route (undefined: none, nothing built). */
+function constrainedPathParameters(constraints: Constraints, params: Readonly<Record<string, string>>): Set<string> | undefined {
+  let out: Set<string> | undefined;
+  for (const field in constraints) if (Object.hasOwn(params, field)) (out ??= new Set()).add(field);
   return out;
 }
 

@@ -43,6 +43,7 @@ export function readExecute(call: Routed<EndpointRoute> & Buffered, deps: Deps):
   const built = executedRequest(deps.policy, input, deps.limits);
   if (isDenial(built)) return built;
   const received = { method: call.req.method ?? 'POST', path: call.target.path, body };
+  // The one place a call changes route kind (the endpoint's becomes the capability's): the types cannot follow an overwrite.
   return advance(call as unknown as CapabilityCall & Buffered, {
     route: built.route,
     params: built.params,

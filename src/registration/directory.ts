@@ -6,9 +6,9 @@ import { currentGrants } from './grants.js';
 import { hostNamed } from './host-token.js';
 import type { AgentRegistry, RegisteredAgent } from './registry.js';
 
-/** Where a token's `sub` is looked up: the policy's agents first, then the agents hosts registered. */
-export function agentLookup(policy: Policy, registered: RegisteredAgents | undefined): AgentDirectory {
-  return { get: (id) => policy.agents.get(id) ?? registered?.get(id, policy) };
+/** Where a token's `sub` is looked up: the policy's agents first, then the agents hosts registered (both read at each lookup). */
+export function agentLookup(source: { readonly policy: Policy; readonly registered?: RegisteredAgents | undefined }): AgentDirectory {
+  return { get: (id) => source.policy.agents.get(id) ?? source.registered?.get(id, source.policy) };
 }
 
 /**

@@ -7,6 +7,19 @@ import { call, invoice } from '../support/http.js';
 /** The billing policy's issuer: the public origin agents call the service at, what htu names. */
 const ORIGIN = 'https://billing.example.com';
 
+/** A getInvoice token for the bot with these extra claims, signed by hand (the client helper would refuse to make some). */
+async function mintForGetInvoice(env: TestSidecar, claims: Record<string, unknown>): Promise<string> {
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'agent+jwt' })
+    .setSubject(env.bot.id)
+    .setIssuer(env.bot.signer.thumbprint)
+    .setAudience('getInvoice')
+    .setIssuedAt()
+    .setExpirationTime('60s')
+    .setJti(crypto.randomUUID())
+    .sign(await importJWK(env.bot.privateJwk, 'EdDSA'));
+}
+
 describe('request binding (htm, htu, ath) on the seed profile', () => {
   let env: TestSidecar;
   beforeAll(async () => {
@@ -39,17 +52,8 @@ describe('request binding (htm, htu, ath) on the seed profile', () => {
   it('htm is compared in any case; the client binds htu without the query; an htu that carries one is refused; a GET binds the empty body', async () => {
     const token = await env.bot.signer.sign('getInvoice', { bind: { method: 'get', url: `${ORIGIN}/invoices/inv-1?ignored=1` } });
     expect((await call(env, { path: '/invoices/inv-1', token })).status).toBe(200);
-    const key = await importJWK(env.bot.privateJwk, 'EdDSA');
     for (const htu of [`${ORIGIN}/invoices/inv-1?ignored=1`, `${ORIGIN}/invoices/inv-1#x`]) {
-      const withQuery = await new SignJWT({ htm: 'GET', htu })
-        .setProtectedHeader({ alg: 'EdDSA', typ: 'agent+jwt' })
-        .setSubject(env.bot.id)
-        .setIssuer(env.bot.signer.thumbprint)
-        .setAudience('getInvoice')
-        .setIssuedAt()
-        .setExpirationTime('60s')
-        .setJti(crypto.randomUUID())
-        .sign(key);
+      const withQuery = await mintForGetInvoice(env, { htm: 'GET', htu });
       expect((await call(env, { path: '/invoices/inv-1?ignored=1', token: withQuery })).json).toMatchObject({ error: 'request_binding_mismatch' });
     }
     const other = await env.bot.signer.sign('getInvoice', { bind: { method: 'GET', url: `${ORIGIN}/invoices/inv-1` } });
@@ -57,20 +61,9 @@ describe('request binding (htm, htu, ath) on the seed profile', () => {
   });
 
   it("a hand-minted token bound to POST http://evil/x is refused on GET /invoices/inv-1 (the issue's case); a malformed claim is token_invalid", async () => {
-    const key = await importJWK(env.bot.privateJwk, 'EdDSA');
-    const mint = (claims: Record<string, unknown>) =>
-      new SignJWT(claims)
-        .setProtectedHeader({ alg: 'EdDSA', typ: 'agent+jwt' })
-        .setSubject(env.bot.id)
-        .setIssuer(env.bot.signer.thumbprint)
-        .setAudience('getInvoice')
-        .setIssuedAt()
-        .setExpirationTime('60s')
-        .setJti(crypto.randomUUID())
-        .sign(key);
-    const evil = await mint({ htm: 'POST', htu: 'http://evil/x', ath: bodyHash(Buffer.from('{}')) });
+    const evil = await mintForGetInvoice(env, { htm: 'POST', htu: 'http://evil/x', ath: bodyHash(Buffer.from('{}')) });
     expect((await call(env, { path: '/invoices/inv-1', token: evil })).json).toMatchObject({ error: 'request_binding_mismatch' });
-    expect((await call(env, { path: '/invoices/inv-1', token: await mint({ htm: 7 }) })).json).toMatchObject({ error: 'token_invalid' });
+    expect((await call(env, { path: '/invoices/inv-1', token: await mintForGetInvoice(env, { htm: 7 }) })).json).toMatchObject({ error: 'token_invalid' });
   });
 });
 

@@ -4,7 +4,7 @@ import { decodeJws } from '../../auth/jws.js';
 import { expectedToken } from '../../auth/profile.js';
 import { AGENT_TOKEN_TYPE } from '../../identity/client.js';
 import { refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../auth/replay.js';
-import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type Expected } from '../../auth/verify.js';
+import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type Expected } from '../../auth/verify.js';
 import { deny, isDenial, type Denial } from '../../errors.js';
 import { agentLookup } from '../../registration/directory.js';
 import { verifyAnyHostToken } from '../../registration/host-token.js';
@@ -28,11 +28,20 @@ export async function verifyToken<P extends Routed & WithToken>(call: P, deps: D
       : expectedToken(deps.policy, undefined, route.kind === 'endpoint' ? route.audience : '');
   const t0 = performance.now();
   const now = Math.floor(deps.now() / 1000);
-  const verified = await verifyAgentToken(call.token, expected, agentLookup(deps.policy, deps.registered), now);
+  const verified = await verifyAgentToken(call.token, expected, directoryOf(deps), now);
   deps.metrics?.tokenVerification.observe((performance.now() - t0) / 1000);
   if (isDenial(verified))
-    return verified.code === 'agent_not_found' && expected.profile === 'agent-auth-v1' ? revokedOr(verified, call.token, expected, deps, now) : verified;
+    return verified.code === 'agent_not_found' && typeof expected !== 'string' ? revokedOr(verified, call.token, expected, deps, now) : verified;
   return advance(call, { verified });
+}
+
+/** One lookup per deps (per policy version), not one per call. */
+const directories = new WeakMap<Deps, AgentDirectory>();
+
+function directoryOf(deps: Deps): AgentDirectory {
+  let directory = directories.get(deps);
+  if (!directory) directories.set(deps, (directory = agentLookup(deps)));
+  return directory;
 }
 
 /**
@@ -125,15 +134,15 @@ function resetDenial(deps: Deps, jti: string, iat: number): Denial | undefined {
 }
 
 /** A token bound to a request (htm, htu, ath) is used on that request only: the method, path and body bytes as they will be forwarded. */
-export function checkBinding<P extends Routed & Authenticated & Buffered>(call: P, deps: Deps): P | Denial {
+export function checkBinding<P extends Routed & Authenticated & Buffered & Partial<Executed>>(call: P, deps: Deps): P | Denial {
   const { claims, agent } = call.verified;
+  const bound = claims.htm !== undefined || claims.htu !== undefined || claims.ath !== undefined;
+  const required = deps.policy.provider.requireBinding || (call.route.kind === 'capability' && call.route.capability.requireBinding) || agent.requireBinding;
+  // Most calls: neither bound nor required, nothing to build.
+  if (!bound && !required) return call;
   // An execute call is bound to the request the agent sent (POST /capability/execute and its body), not the one it becomes.
-  const request = (call as Partial<Executed>).received ?? { method: call.req.method ?? '', path: call.target.path, body: call.body };
-  const capability = call.route.kind === 'capability' ? call.route.capability : undefined;
-  if (deps.policy.provider.requireBinding || capability?.requireBinding || agent.requireBinding) {
-    const missing = missingBinding(claims, request.body);
-    if (missing) return deny('request_binding_mismatch', `${missing}: the policy requires tokens bound to their request`);
-  }
-  if (claims.htm === undefined && claims.htu === undefined && claims.ath === undefined) return call;
+  const request = call.received ?? { method: call.req.method ?? '', path: call.target.path, body: call.body };
+  const missing = required ? missingBinding(claims, request.body) : undefined;
+  if (missing) return deny('request_binding_mismatch', `${missing}: the policy requires tokens bound to their request`);
   return checkRequestBinding(claims, request, publicOrigin(deps.policy.provider.issuer)) ?? call;
 }

@@ -30,7 +30,6 @@ beforeAll(async () => {
   };
   agents = new Map([[agent.id, agent]]);
   expected = {
-    profile: 'agent-auth-v1',
     capability: 'getInvoice',
     location: `${ISSUER}/invoices/{id}`,
     urls: new Set([ISSUER, `${ISSUER}/`, `${ISSUER}/capability/execute`]),
