@@ -1,4 +1,5 @@
-import { Counter, Registry, collectDefaultMetrics, type Gauge, type Histogram } from 'prom-client';
+import { Registry, collectDefaultMetrics, type Counter, type Gauge, type Histogram } from 'prom-client';
+import { CellCounter, CellHistogram } from './cells.js';
 import { counter, gauge, histogram, pendingGauge, scrapedCounter, scrapedGauge } from './instruments.js';
 import { DENIAL_STATUS } from '../errors.js';
 import type { KnownLabels } from './labels.js';
@@ -41,45 +42,42 @@ export class SidecarMetrics {
   private sources: MetricsSources = {};
 
   // Registered in this order (the order of /metrics); the scrape-time gauges read their sources when scraped.
-  readonly requests: Counter<'capability' | 'decision'> = counter(
-    this.registry,
-    'agents_chain_requests_total',
-    'Calls by capability and decision (allowed, denied, error).',
-    ['capability', 'decision'],
-  );
-  readonly denials: Counter<'capability' | 'reason'> = counter(
-    this.registry,
-    'agents_chain_denials_total',
-    'Refused calls by capability and reason (the stable error code).',
-    ['capability', 'reason'],
-  );
-  readonly mcpDenials: Counter<'server' | 'tool' | 'reason'> = counter(
+  // What every call records is kept in cells (cells.ts): plain numbers per call, handed to prom-client when scraped.
+  readonly requests = new CellCounter(this.registry, 'agents_chain_requests_total', 'Calls by capability and decision (allowed, denied, error).', [
+    'capability',
+    'decision',
+  ]);
+  readonly denials = new CellCounter(this.registry, 'agents_chain_denials_total', 'Refused calls by capability and reason (the stable error code).', [
+    'capability',
+    'reason',
+  ]);
+  readonly mcpDenials = new CellCounter(
     this.registry,
     'agents_chain_mcp_denials_total',
     'Refused MCP messages by server path, tool (prompt name, resource template; "(session)" for session traffic, "(undeclared)" for a name the policy does not declare, "(unread)" for a message refused before it was read) and reason.',
     ['server', 'tool', 'reason'],
   );
-  readonly violations: Counter<'capability' | 'field'> = counter(
+  readonly violations = new CellCounter(
     this.registry,
     'agents_chain_constraint_violations_total',
     'Constraint violations that refused a call, by capability and constrained field.',
     ['capability', 'field'],
   );
-  readonly overhead: Histogram<'capability'> = histogram(
+  readonly overhead = new CellHistogram(
     this.registry,
     'agents_chain_overhead_seconds',
     'Time the sidecar adds to a call: total time minus the upstream exchange.',
     LATENCY_BUCKETS,
     ['capability'],
   );
-  readonly upstream: Histogram<'capability'> = histogram(
+  readonly upstream = new CellHistogram(
     this.registry,
     'agents_chain_upstream_duration_seconds',
     'Time from forwarding a call to the app until its response was relayed.',
     LATENCY_BUCKETS,
     ['capability'],
   );
-  readonly tokenVerification: Histogram = histogram(
+  readonly tokenVerification = new CellHistogram(
     this.registry,
     'agents_chain_token_verification_seconds',
     'Time to verify one agent token (steps 1-7: header, claims, Ed25519 signature, lifetime).',
@@ -193,17 +191,17 @@ export class SidecarMetrics {
     'agents_chain_policy_last_reload_successful',
     '1 when the last policy (re)load succeeded, 0 when it failed and the previous policy is still active.',
   );
-  readonly agentRequests?: Counter<'agent' | 'capability' | 'decision'>;
+  readonly agentRequests?: CellCounter<'agent' | 'capability' | 'decision'>;
 
   constructor(private readonly opts: MetricsOptions = {}) {
     const r = this.registry;
     if (opts.perAgent) {
-      this.agentRequests = new Counter({
-        name: 'agents_chain_agent_requests_total',
-        help: `Calls by agent (opt-in; agents past the first ${opts.perAgent.maxAgents} are counted as "_other").`,
-        labelNames: ['agent', 'capability', 'decision'],
-        registers: [r],
-      });
+      this.agentRequests = new CellCounter(
+        r,
+        'agents_chain_agent_requests_total',
+        `Calls by agent (opt-in; agents past the first ${opts.perAgent.maxAgents} are counted as "_other").`,
+        ['agent', 'capability', 'decision'],
+      );
     }
     this.policyReloadOk.set(1);
     // Both results exist from the start, so rate() and absent-series alerts behave.
@@ -237,11 +235,11 @@ export class SidecarMetrics {
   initialise(known: KnownLabels): void {
     const codes = Object.keys(DENIAL_STATUS);
     for (const capability of known.callCapabilities) {
-      for (const decision of DECISIONS) this.requests.inc({ capability, decision }, 0);
-      for (const reason of codes) this.denials.inc({ capability, reason }, 0);
+      for (const decision of DECISIONS) this.requests.at(capability, decision);
+      for (const reason of codes) this.denials.at(capability, reason);
     }
-    for (const [capability, field] of known.constraintFields) this.violations.inc({ capability, field }, 0);
-    for (const [server, tool] of known.mcpTools) for (const reason of codes) this.mcpDenials.inc({ server, tool, reason }, 0);
+    for (const [capability, field] of known.constraintFields) this.violations.at(capability, field);
+    for (const [server, tool] of known.mcpTools) for (const reason of codes) this.mcpDenials.at(server, tool, reason);
     for (const capability of known.approvalCapabilities) {
       this.accessRequestsCreated.inc({ capability }, 0);
       for (const outcome of RESOLUTIONS) this.accessRequestsResolved.inc({ capability, outcome }, 0);
@@ -286,14 +284,17 @@ export class SidecarMetrics {
     /** An MCP message: its server's path and what it named (bounded by the policy). */
     mcp?: { server: string; tool: string };
   }): void {
-    this.requests.inc({ capability: c.capability, decision: c.decision });
-    if (c.reason) this.denials.inc({ capability: c.capability, reason: c.reason });
-    if (c.reason && c.mcp) this.mcpDenials.inc({ server: c.mcp.server, tool: c.mcp.tool, reason: c.reason });
-    if (c.reason === 'replay_store_unavailable') this.replayStoreErrors.inc();
-    for (const field of new Set(c.violatedFields)) this.violations.inc({ capability: c.capability, field });
-    if (c.upstreamSeconds !== undefined) this.upstream.observe({ capability: c.capability }, c.upstreamSeconds);
-    if (c.totalSeconds !== undefined) this.overhead.observe({ capability: c.capability }, Math.max(0, c.totalSeconds - (c.upstreamSeconds ?? 0)));
-    if (this.agentRequests && c.agentId) this.agentRequests.inc({ agent: this.agentLabel(c.agentId), capability: c.capability, decision: c.decision });
+    const { capability, reason } = c;
+    this.requests.at(capability, c.decision).inc();
+    if (reason) {
+      this.denials.at(capability, reason).inc();
+      if (c.mcp) this.mcpDenials.at(c.mcp.server, c.mcp.tool, reason).inc();
+      if (reason === 'replay_store_unavailable') this.replayStoreErrors.inc();
+    }
+    if (c.violatedFields) for (const field of new Set(c.violatedFields)) this.violations.at(capability, field).inc();
+    if (c.upstreamSeconds !== undefined) this.upstream.at(capability).observe(c.upstreamSeconds);
+    if (c.totalSeconds !== undefined) this.overhead.at(capability).observe(Math.max(0, c.totalSeconds - (c.upstreamSeconds ?? 0)));
+    if (this.agentRequests && c.agentId) this.agentRequests.at(this.agentLabel(c.agentId), capability, c.decision).inc();
   }
 
   accessRequestResolved(capability: string, outcome: Resolution, seconds: number): void {
