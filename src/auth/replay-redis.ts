@@ -134,7 +134,10 @@ export class RedisReplayStore implements ReplayStore {
       if (text.startsWith('+')) this.lost(group, text.slice(1), 'marker_missing');
       else {
         const bar = text.indexOf('|');
-        this.adopt(group, text.slice(bar + 1), Number(text.slice(0, bar)));
+        const epoch = text.slice(bar + 1);
+        // Claims sent together on first contact all carry the epoch '': one of them takes the marker in (adopted,
+        // or counted as a loss), and the others, answered with that same marker, only retry under it.
+        if (epoch !== this.epochs[group]) this.adopt(group, epoch, Number(text.slice(0, bar)));
       }
     }
     throw new ReplayStoreUnavailableError('the replay window marker in Redis keeps changing');

@@ -168,6 +168,15 @@ describe('RedisReplayStore', () => {
     expect(fresh.resets).toEqual(['epoch_changed']);
   });
 
+  it('claims sent together on first contact adopt an old marker once: no reset (the first contact of a sidecar under load)', async () => {
+    await intact();
+    const a = await store();
+    const results = await Promise.all(Array.from({ length: 32 }, (_, i) => a.store.claim(`agent:T:burst${i}`, 5_000)));
+    expect(results.every((r) => r)).toBe(true);
+    expect(a.resets).toEqual([]);
+    expect(a.store.lastReset()).toBeUndefined();
+  });
+
   it('a marker that changes back to an older one (a replica that lagged behind a rotation, no server check as on a Cluster) is a reset', async () => {
     await intact();
     const old = (await (await store()).client.get(MARKER))!;
