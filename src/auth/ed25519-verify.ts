@@ -11,9 +11,11 @@ import { createRequire } from 'node:module';
 import { verify as nodeVerify, type KeyObject } from 'node:crypto';
 
 export interface Ed25519Verifier {
-  readonly name: 'libsodium' | 'node:crypto';
+  readonly name: 'libsodium' | 'node:crypto' | 'node:crypto on the thread pool';
   /** True when `signature` (exactly 64 bytes) is `key`'s signature of `message`. */
-  verify(message: Buffer, signature: Buffer, key: KeyObject): boolean;
+  verify(this: void, message: Buffer, signature: Buffer, key: KeyObject): boolean;
+  /** The same check off the event loop, where this verifier has one (agent tokens use it: one per call). */
+  verifyAsync?(this: void, message: Buffer, signature: Buffer, key: KeyObject): Promise<boolean>;
 }
 
 interface Sodium {
@@ -23,6 +25,21 @@ interface Sodium {
 const viaNode: Ed25519Verifier = {
   name: 'node:crypto',
   verify: (message, signature, key) => signature.length === 64 && nodeVerify(null, message, key, signature),
+};
+
+/**
+ * node:crypto's check on libuv's thread pool (the callback form of verify):
+ * the event loop only hands the bytes over, so a sidecar given two cores
+ * serves more calls, at about twice libsodium's CPU per verify (measured:
+ * docs/design/benchmarks.md). For pods with more than one CPU to spend.
+ */
+const onPool: Ed25519Verifier = {
+  name: 'node:crypto on the thread pool',
+  verify: viaNode.verify,
+  verifyAsync: (message, signature, key) =>
+    signature.length !== 64
+      ? Promise.resolve(false)
+      : new Promise((resolve) => nodeVerify(null, message, key, signature, (err, ok) => resolve(err === null && ok))),
 };
 
 /** A key's 32 raw bytes, exported once per imported key. */
@@ -49,9 +66,10 @@ function viaSodium(sodium: Sodium): Ed25519Verifier {
   };
 }
 
-/** The verifier to use: libsodium unless AGENTS_CHAIN_ED25519=node or the binary does not load. */
+/** The verifier to use: libsodium unless AGENTS_CHAIN_ED25519=node (or =pool: node:crypto off the event loop) or the binary does not load. */
 export function loadVerifier(prefer = process.env.AGENTS_CHAIN_ED25519): { verifier: Ed25519Verifier; fallbackReason?: string } {
   if (prefer === 'node') return { verifier: viaNode };
+  if (prefer === 'pool') return { verifier: onPool };
   try {
     const sodium = createRequire(import.meta.url)('sodium-native') as Sodium;
     return { verifier: viaSodium(sodium) };

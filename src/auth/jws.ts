@@ -142,3 +142,11 @@ export function signatureValid(token: string, key: VerificationKey): boolean {
   if (signature.length !== 64) return false;
   return ED25519.verifier.verify(Buffer.from(token.slice(0, dot)), signature, key);
 }
+
+/** The same, off the event loop when the process's verifier can (AGENTS_CHAIN_ED25519=pool); else synchronously. */
+export function signatureCheck(token: string, key: VerificationKey): boolean | Promise<boolean> {
+  const { verifyAsync } = ED25519.verifier;
+  if (!verifyAsync) return signatureValid(token, key);
+  const dot = token.lastIndexOf('.');
+  return verifyAsync(Buffer.from(token.slice(0, dot)), Buffer.from(token.slice(dot + 1), 'base64url'), key);
+}

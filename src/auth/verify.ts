@@ -4,7 +4,7 @@
  * run as their own pipeline stages. Also the replay window those stages use, derived from step 7.
  */
 import { audienceProblem, CLOCK_SKEW_SECONDS, checkTimes, jtiProblem, stringProblem, timeProblem, type TimeClaims } from './claims.js';
-import { decodeJws, signatureValid } from './jws.js';
+import { decodeJws, signatureCheck } from './jws.js';
 import { deny, type Denial } from '../errors.js';
 import { AGENT_TOKEN_TYPE, MAX_TOKEN_LIFETIME_SECONDS } from '../identity/client.js';
 import type { Agent } from '../policy/types.js';
@@ -96,7 +96,8 @@ export async function verifyAgentToken(token: string, expected: Expected, agents
     if (refused) return refused;
   }
   // 6: signature, with the policy's key only.
-  if (!signatureValid(token, agent.key)) return denyAs(agent, 'token_invalid', 'token signature is invalid');
+  const valid = signatureCheck(token, agent.key);
+  if (!(typeof valid === 'boolean' ? valid : await valid)) return denyAs(agent, 'token_invalid', 'token signature is invalid');
   // 7: lifetime and clock.
   const late = checkTimes(claims, nowSeconds);
   if (late) return { ...late, agentId: agent.id };

@@ -7,6 +7,7 @@ import { identitySignature, smallOrderPoints } from '../../support/ed25519.js';
 const L = 2n ** 252n + 27742317777372353535851937790883648493n;
 const sodium = loadVerifier('libsodium');
 const node = loadVerifier('node');
+const pool = loadVerifier('pool');
 
 /** S + L in place of S: the same point equation, a second spelling of the signature (malleability). */
 function withSPlusL(signature: Buffer): Buffer {
@@ -27,6 +28,8 @@ describe('the Ed25519 verifier', () => {
     expect(sodium.fallbackReason).toBeUndefined();
     expect(node.verifier.name).toBe('node:crypto');
     expect(ED25519.verifier.name).toBe(process.env.AGENTS_CHAIN_ED25519 === 'node' ? 'node:crypto' : 'libsodium');
+    expect(pool.verifier.name).toBe('node:crypto on the thread pool');
+    expect(sodium.verifier.verifyAsync).toBeUndefined(); // the agent token's check stays on the event loop
   });
 
   it('both accept a good signature and refuse a changed message, a flipped bit, a short, an over-long (garbage) and an S + L signature', async () => {
@@ -44,6 +47,12 @@ describe('the Ed25519 verifier', () => {
       expect(verifier.verify(message, Buffer.concat([good, Buffer.from([0])]), key), verifier.name).toBe(false);
       expect(verifier.verify(message, withSPlusL(good), key), verifier.name).toBe(false);
     }
+    // Off the event loop: the same answers.
+    const check = pool.verifier.verifyAsync!;
+    expect(await check(message, good, key)).toBe(true);
+    for (const bad of [flipped, good.subarray(0, 63), Buffer.concat([good, Buffer.from([0])]), withSPlusL(good)])
+      expect(await check(message, bad, key)).toBe(false);
+    expect(await check(Buffer.from('other'), good, key)).toBe(false);
   });
 
   it('libsodium refuses the identity forgery against every small-order key (which the importer refuses anyway)', () => {
