@@ -66,9 +66,9 @@ async function revokedOr(notFound: Denial, token: string, expected: Expected, de
  * one id is spent once for every sidecar sharing the store. Runs after
  * step 9, so an agent without a grant never takes room in the window.
  */
-export async function checkReplay<P extends Authenticated>(call: P, deps: Deps): Promise<P | Denial> {
+export function checkReplay<P extends Authenticated>(call: P, deps: Deps): P | Denial | Promise<P | Denial> {
   const { claims } = call.verified;
-  return (await spend(deps, replayKey('agent', call.verified.agent.thumbprint, claims.jti), claims.jti, claims.iat)) ?? call;
+  return spentOr(spend(deps, replayKey('agent', call.verified.agent.thumbprint, claims.jti), claims.jti, claims.iat), call);
 }
 
 /** A host's token (registration, status, revoke): a trusted host, this service's issuer, a live signature. */
@@ -79,9 +79,9 @@ export async function verifyHost<P extends Routed & WithToken>(call: P, deps: De
 }
 
 /** A host token is single-use too: its jti is spent in the same replay window. */
-export async function checkHostReplay<P extends HostAuthenticated>(call: P, deps: Deps): Promise<P | Denial> {
+export function checkHostReplay<P extends HostAuthenticated>(call: P, deps: Deps): P | Denial | Promise<P | Denial> {
   const { claims } = call.host;
-  return (await spend(deps, replayKey('host', claims.iss, claims.jti), claims.jti, claims.iat)) ?? call;
+  return spentOr(spend(deps, replayKey('host', claims.iss, claims.jti), claims.jti, claims.iat), call);
 }
 
 /**
@@ -112,17 +112,32 @@ export function ifTokenSent<P extends Routed, Q extends P>(chain: Chain<P, Q, De
   return (call, deps, progress) => (tokenSent(call.req.rawHeaders, deps.tokenHeader) ? chain.run(call, deps, progress) : call);
 }
 
-async function spend(deps: Deps, key: string, jti: string, iat: number): Promise<Denial | undefined> {
+/** The call, or why its id could not be spent; a promise only when the store answered with one. */
+function spentOr<P>(denied: Denial | undefined | Promise<Denial | undefined>, call: P): P | Denial | Promise<P | Denial> {
+  return denied instanceof Promise ? denied.then((d) => d ?? call) : (denied ?? call);
+}
+
+/** The in-process store answers at once (a boolean): no promise, no microtask; Redis's answer is awaited. */
+function spend(deps: Deps, key: string, jti: string, iat: number): Denial | undefined | Promise<Denial | undefined> {
   try {
     // A store that lost its ids: a token from before the loss may have been used already (asked again after the claim, which may find the loss).
     const before = resetDenial(deps, jti, iat);
     if (before) return before;
-    const fresh = await deps.replay.claim(key, REPLAY_TTL_MS);
-    return fresh ? resetDenial(deps, jti, iat) : deny('token_replayed', `token ${jti} was already used`);
+    const fresh = deps.replay.claim(key, REPLAY_TTL_MS);
+    if (typeof fresh === 'boolean') return spent(deps, fresh, jti, iat);
+    return fresh.then((f) => spent(deps, f, jti, iat)).catch(storeFailed);
   } catch (err) {
-    if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);
-    return deny('replay_store_unavailable', `replay store failed: ${(err as Error).message}`);
+    return storeFailed(err);
   }
+}
+
+function spent(deps: Deps, fresh: boolean, jti: string, iat: number): Denial | undefined {
+  return fresh ? resetDenial(deps, jti, iat) : deny('token_replayed', `token ${jti} was already used`);
+}
+
+function storeFailed(err: unknown): Denial {
+  if (err instanceof ReplayStoreUnavailableError) return deny('replay_store_unavailable', err.message);
+  return deny('replay_store_unavailable', `replay store failed: ${(err as Error).message}`);
 }
 
 function resetDenial(deps: Deps, jti: string, iat: number): Denial | undefined {
