@@ -43,7 +43,7 @@ Options (each also read from the environment variable shown):
   --max-in-flight N    calls handled at once; more get 503 overloaded [${DEFAULT_MAX_IN_FLIGHT}]
                                                             AGENTS_CHAIN_MAX_IN_FLIGHT
   --replay-max-entries N  in-memory replay window bound, token ids
-                       [40 % of the memory limit at 512 B each; 1000000]   AGENTS_CHAIN_REPLAY_MAX_ENTRIES
+                       [40 % of the memory limit at 64 B each; 1000000]    AGENTS_CHAIN_REPLAY_MAX_ENTRIES
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
   --no-watch           do not watch the policy file (SIGHUP still reloads it)
   --shutdown-grace-ms N  on SIGTERM, how long calls in flight may take [15000];
