@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-.PHONY: demo test test-node24 build lint format bench clean image-check chart-lint k8s-tools
+.PHONY: demo test test-node24 build lint format bench bench-overload clean image-check chart-lint k8s-tools
 
 $(NODE_MODULES_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -43,6 +43,10 @@ demo: build
 
 bench: build
 	node bench/run.mjs
+
+# Target (f) of issue 20: three times the sustainable rate for 20 s (BENCH_OVERLOAD_SECONDS), then recovery.
+bench-overload: build
+	node bench/overload.mjs
 
 clean:
 	rm -rf dist

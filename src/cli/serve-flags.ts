@@ -12,6 +12,14 @@ export function positive(text: string | undefined, flag: string): number | undef
   return n;
 }
 
+/** A whole number of milliseconds, 0 or more (0 turns the feature off); absent means the default. */
+export function wholeMs(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined || text === '') return undefined;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`${flag} must be a whole number of milliseconds, 0 or more, got "${text}"`);
+  return n;
+}
+
 /** --max-body: a whole number of bytes, 0 or more; absent means the default. */
 export function maxBody(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;

@@ -11,11 +11,11 @@ import { adminStartupProblem } from '../admin/handler.js';
 import type { RedisSettings } from '../redis/connect.js';
 import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
-import { DEFAULT_MAX_IN_FLIGHT } from '../sidecar/limits.js';
+import { DEFAULT_MAX_EVENT_LOOP_DELAY_MS, DEFAULT_MAX_IN_FLIGHT } from '../sidecar/limits.js';
 import { parseCommand, required, UsageError } from './args.js';
 import { readFlagFile, StartupError } from './startup.js';
 import { APP_PROBES_ENV } from '../kubernetes/app-probes.js';
-import { appProbesFrom, checkAddresses, drainDelay, isLoopback, listenerError, maxBody, positive } from './serve-flags.js';
+import { appProbesFrom, checkAddresses, drainDelay, isLoopback, listenerError, maxBody, positive, wholeMs } from './serve-flags.js';
 
 const USAGE = `Usage: agents-chain serve --policy FILE --upstream URL [options]
 
@@ -42,6 +42,9 @@ Options (each also read from the environment variable shown):
                                                             AGENTS_CHAIN_MAX_QUERY_PARAMS
   --max-in-flight N    calls handled at once; more get 503 overloaded [${DEFAULT_MAX_IN_FLIGHT}]
                                                             AGENTS_CHAIN_MAX_IN_FLIGHT
+  --max-event-loop-delay-ms N  while the event loop runs later than this, fewer calls
+                       are admitted at once; the rest get 503 overloaded [${DEFAULT_MAX_EVENT_LOOP_DELAY_MS}; 0: off]
+                                                            AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS
   --replay-max-entries N  in-memory replay window bound, token ids
                        [40 % of the memory limit at 64 B each; 1000000]    AGENTS_CHAIN_REPLAY_MAX_ENTRIES
   --log-level LEVEL    debug | info | warn | error [info]   AGENTS_CHAIN_LOG_LEVEL
@@ -102,6 +105,7 @@ const OPTIONS = {
   'max-headers': { type: 'string' },
   'max-query-params': { type: 'string' },
   'max-in-flight': { type: 'string' },
+  'max-event-loop-delay-ms': { type: 'string' },
   'replay-max-entries': { type: 'string' },
   'log-level': { type: 'string' },
   'admin-token-file': { type: 'string' },
@@ -179,6 +183,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
       maxHeaders: positive(v['max-headers'] ?? env.AGENTS_CHAIN_MAX_HEADERS, '--max-headers'),
       maxQueryParams: positive(v['max-query-params'] ?? env.AGENTS_CHAIN_MAX_QUERY_PARAMS, '--max-query-params'),
       maxInFlight: positive(v['max-in-flight'] ?? env.AGENTS_CHAIN_MAX_IN_FLIGHT, '--max-in-flight'),
+      maxEventLoopDelayMs: wholeMs(v['max-event-loop-delay-ms'] ?? env.AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS, '--max-event-loop-delay-ms'),
       replayMaxEntries: positive(v['replay-max-entries'] ?? env.AGENTS_CHAIN_REPLAY_MAX_ENTRIES, '--replay-max-entries'),
       log,
       adminToken,

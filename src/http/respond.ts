@@ -76,6 +76,32 @@ export function writeDenial(
   sendJson(res, presented.status, presented.body, headers);
 }
 
+/** A refusal written many times a second (a shed call's): built once, only its X-Request-Id set per call. */
+export interface PreparedDenial {
+  readonly status: number;
+  readonly text: string;
+  /** content-type, content-length, cache-control and the presentation's own headers, flat (name, value, ...). */
+  readonly headers: readonly string[];
+}
+
+/** Not for a 401: its challenge names the code (writeDenial adds it). */
+export function prepareDenial(denial: Denial, presented: PresentedDenial): PreparedDenial {
+  const text = JSON.stringify(presented.body);
+  const own = { ...presented.headers, ...denial.extra?.headers };
+  const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(text)), 'cache-control', 'no-store'];
+  for (const [name, value] of Object.entries(own)) headers.push(name, value);
+  return { status: presented.status, text, headers };
+}
+
+/** What writeDenial writes for a prepared refusal, without building it again. */
+export function writePreparedDenial(res: ServerResponse, p: PreparedDenial, requestId: string, closeConnection: boolean): void {
+  if (res.headersSent) return void res.destroy();
+  const headers = [...p.headers, 'x-request-id', requestId];
+  if (closeConnection) headers.push('connection', 'close');
+  res.writeHead(p.status, headers);
+  res.end(p.text);
+}
+
 function agentChallenge(code: DenialCode, issuer: string): string {
   const realm = `Bearer realm="${issuer}"`;
   const bearer = code === 'token_missing' ? realm : `${realm}, error="invalid_token", error_description="${code}"`;

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { isMap, isNode, isScalar, LineCounter, parseDocument, type Node } from 'yaml';
+import { DEFAULT_MAX_EVENT_LOOP_DELAY_MS, DEFAULT_MAX_IN_FLIGHT } from '../sidecar/limits.js';
 import { isPortNumber } from './ports.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -27,6 +28,10 @@ export interface InjectDefaults {
   logLevel: (typeof LOG_LEVELS)[number];
   /** After SIGTERM the sidecar keeps accepting this long while /readyz fails (endpoint removal takes time). */
   drainDelaySeconds: number;
+  /** serve --max-in-flight: calls handled at once, more are shed (503 overloaded). */
+  maxInFlight: number;
+  /** serve --max-event-loop-delay-ms: past this delay of its event loop the sidecar admits fewer calls at once; 0: off. */
+  maxEventLoopDelayMs: number;
   resources: Record<string, unknown>;
 }
 
@@ -39,6 +44,8 @@ export const INJECT_DEFAULTS: InjectDefaults = {
   adminPort: 17490,
   logLevel: 'info',
   drainDelaySeconds: 5,
+  maxInFlight: DEFAULT_MAX_IN_FLIGHT,
+  maxEventLoopDelayMs: DEFAULT_MAX_EVENT_LOOP_DELAY_MS,
   resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
 };
 
@@ -55,6 +62,8 @@ const CHECKS: { [K in keyof InjectDefaults]: [(v: unknown) => boolean, string] }
   adminPort: [isPortNumber, 'a port number'],
   logLevel: [(v) => (LOG_LEVELS as readonly unknown[]).includes(v), LOG_LEVELS.join(', ')],
   drainDelaySeconds: [(v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 300, 'whole seconds, 0 to 300'],
+  maxInFlight: [(v) => Number.isSafeInteger(v) && (v as number) > 0, 'a positive whole number'],
+  maxEventLoopDelayMs: [(v) => Number.isSafeInteger(v) && (v as number) >= 0, 'whole milliseconds, 0 or more'],
   resources: [(v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'a resources object (requests, limits)'],
 };
 

@@ -6,6 +6,7 @@ import { ANNOTATION, CAPTURE_CONTAINER, CONTAINER } from './annotations.js';
 import type { CaptureMode, InjectDefaults } from './defaults.js';
 import type { AppPort } from './ports.js';
 import type { AppProbe } from './probes.js';
+import { DEFAULT_MAX_EVENT_LOOP_DELAY_MS, DEFAULT_MAX_IN_FLIGHT } from '../sidecar/limits.js';
 
 const POLICY_DIR = '/etc/agents-chain';
 const SPOOL_DIR = '/var/spool/agents-chain';
@@ -51,6 +52,10 @@ export function sidecarContainer(a: Record<string, string>, defaults: InjectDefa
     { name: 'AGENTS_CHAIN_LOG_LEVEL', value: logLevel },
     { name: 'AGENTS_CHAIN_DRAIN_DELAY_MS', value: String(drainDelaySeconds(defaults, inj) * 1000) },
   ];
+  // The admission bounds only when they differ from serve's own defaults.
+  if (defaults.maxInFlight !== DEFAULT_MAX_IN_FLIGHT) env.push({ name: 'AGENTS_CHAIN_MAX_IN_FLIGHT', value: String(defaults.maxInFlight) });
+  if (defaults.maxEventLoopDelayMs !== DEFAULT_MAX_EVENT_LOOP_DELAY_MS)
+    env.push({ name: 'AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS', value: String(defaults.maxEventLoopDelayMs) });
   const secret = (name: string, key: string) => ({ valueFrom: { secretKeyRef: { name, key } } });
   const auditKey = a[ANNOTATION.auditKeySecret];
   const adminToken = a[ANNOTATION.adminTokenSecret];

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, isDenial, statusOf, type Denial } from '../errors.js';
 import { ClientAbortedError } from '../http/body.js';
-import { writeDenial, writeReply } from '../http/respond.js';
+import { prepareDenial, writeDenial, writePreparedDenial, writeReply, type PreparedDenial, type PresentedDenial } from '../http/respond.js';
 import { appRequestHeaders } from '../app/request.js';
-import { OVERLOAD_RETRY_AFTER_SECONDS } from '../sidecar/limits.js';
+import type { ShedReason } from '../sidecar/admission.js';
+import { drainable, OVERLOAD_RETRY_AFTER_SECONDS } from '../sidecar/limits.js';
 import { activeGrants } from './authorize.js';
 import { Chain, type Progress } from './chain.js';
 import type { Deps } from './deps.js';
@@ -102,10 +103,10 @@ const EXECUTE = Chain.of<Routed<EndpointRoute>, Deps>()
 const PUBLIC = Chain.of<Routed<PublicRoute>, Deps>().then(readBody);
 
 /** One call: request filters, the stages, the answer, then every filter's response phase (audit, metrics, logs). */
-export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: Deps, admitted = true): Promise<void> {
+export async function handleCall(req: IncomingMessage, res: ServerResponse, deps: Deps, shedFor?: ShedReason): Promise<void> {
   const arrival: Arrival = { req, requestId: randomUUID(), startedAt: deps.now(), startedHr: performance.now() };
   const progress: Progress = { reached: arrival };
-  const decided = admitted ? decide(arrival, res, deps, progress) : Promise.resolve(shed(arrival, res, deps));
+  const decided = shedFor ? Promise.resolve(shed(arrival, res, deps, shedFor)) : decide(arrival, res, deps, progress);
   const done = await decided.catch((err: unknown) => failed(err, res, deps, progress.reached));
   for (const filter of FILTERS) {
     try {
@@ -145,14 +146,38 @@ async function decide(arrival: Arrival, res: ServerResponse, deps: Deps, progres
   return isDenial(buffered) ? refuse(progress.reached, buffered, res, deps) : forward(buffered, res, deps);
 }
 
-/** Past the in-flight bound: refused before anything is read (the audit entry and the count still record it). */
-function shed(arrival: Arrival, res: ServerResponse, deps: Deps): Finished {
-  const seconds = String(OVERLOAD_RETRY_AFTER_SECONDS);
-  const denial: Denial = {
-    ...deny('overloaded', `more than ${deps.limits.maxInFlight} calls are in flight here; retry in ${seconds} s`),
-    extra: { headers: { 'retry-after': seconds } },
-  };
-  return refuse(arrival, denial, res, deps);
+/**
+ * Past the admission bounds: refused before anything is read (the audit entry and the count still record it).
+ * Thousands a second are written when it matters, so the answer is built once per deps and reason. A small
+ * unread body is discarded by Node and the connection kept: a reconnect costs the sidecar more than the refusal.
+ */
+function shed(arrival: Arrival, res: ServerResponse, deps: Deps, why: ShedReason): Finished {
+  const { denial, prepared } = shedReply(arrival, deps, why);
+  writePreparedDenial(res, prepared, arrival.requestId, !drainable(arrival.req));
+  return { call: arrival, outcome: { kind: 'refused', status: prepared.status, denial } };
+}
+
+const SHED_REPLIES = new WeakMap<Deps, Map<ShedReason, { denial: Denial; prepared: PreparedDenial }>>();
+
+function shedReply(arrival: Arrival, deps: Deps, why: ShedReason): { denial: Denial; prepared: PreparedDenial } {
+  let byReason = SHED_REPLIES.get(deps);
+  if (!byReason) SHED_REPLIES.set(deps, (byReason = new Map<ShedReason, { denial: Denial; prepared: PreparedDenial }>()));
+  let reply = byReason.get(why);
+  if (!reply) {
+    const seconds = String(OVERLOAD_RETRY_AFTER_SECONDS);
+    const cause =
+      why === 'in_flight'
+        ? `more than ${deps.limits.maxInFlight} calls are in flight here`
+        : `calls wait more than ${deps.limits.maxEventLoopDelayMs} ms for this sidecar's CPU`;
+    const denial: Denial = {
+      ...deny('overloaded', `${cause}; retry in ${seconds} s`),
+      extra: { headers: { 'retry-after': seconds } },
+    };
+    // Nothing of the call is read yet: its presentation depends on the policy alone (an egress preset's shape).
+    reply = { denial, prepared: prepareDenial(denial, presentRefusal(arrival, denial, deps)) };
+    byReason.set(why, reply);
+  }
+  return reply;
 }
 
 /** One message to an MCP server: read, then checked as the capability it is (or answered here: the request_permission tool). */
@@ -239,6 +264,13 @@ async function forward(call: (CheckedCall & Partial<Executed>) | PublicCall, res
 
 /** Writes the refusal (plain, or the envelope for a capability) and says how the call ended. */
 function refuse(call: Reached, denial: Denial, res: ServerResponse, deps: Deps): Finished {
+  const presented = presentRefusal(call, denial, deps);
+  writeDenial(res, denial, presented, { requestId: call.requestId, issuer: deps.policy.provider.issuer, closeConnection: !call.req.complete });
+  return { call, outcome: { kind: 'refused', status: presented.status, denial } };
+}
+
+/** The refusal's status and body: plain, the envelope for a capability, JSON-RPC for MCP, or an egress provider's shape. */
+function presentRefusal(call: Reached, denial: Denial, deps: Deps): PresentedDenial {
   const capability = call.route?.kind === 'capability' ? call.route.capability.name : denial.capability;
   const constraints = constraintsFor(call, capability, deps);
   const plain =
@@ -246,10 +278,7 @@ function refuse(call: Reached, denial: Denial, res: ServerResponse, deps: Deps):
     presentDenial(deps.policy, capability, constraints, denial);
   // Egress: the SDK reads only its provider's error shape (the sidecar's own endpoints keep theirs).
   const preset = deps.policy.egress?.preset;
-  const presented =
-    preset && call.route?.kind !== 'endpoint' ? providerDenial(preset.name, denial, plain, { capability, activeConstraints: constraints }) : plain;
-  writeDenial(res, denial, presented, { requestId: call.requestId, issuer: deps.policy.provider.issuer, closeConnection: !call.req.complete });
-  return { call, outcome: { kind: 'refused', status: presented.status, denial } };
+  return preset && call.route?.kind !== 'endpoint' ? providerDenial(preset.name, denial, plain, { capability, activeConstraints: constraints }) : plain;
 }
 
 /** The limits the envelope shows: the call's own grant, or (an endpoint's denial about a capability) the caller's grant for it. */

@@ -1,10 +1,11 @@
+import type { IncomingMessage } from 'node:http';
 import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
 
 /**
  * Every bound the sidecar applies, in one place, with its reason. Flags and
- * environment set the first three (`serve --max-body-bytes`, `--max-headers`,
- * `--max-query-params`, `--max-in-flight`) and the shutdown grace and audit drain
+ * environment set the first ones (`serve --max-body-bytes`, `--max-headers`,
+ * `--max-query-params`, `--max-in-flight`, `--max-event-loop-delay-ms`) and the shutdown grace and audit drain
  * (`--shutdown-grace-ms`, `--audit-drain-ms`), through SidecarOptions
  * (`limitsFrom` in options.ts); the others are fixed here.
  */
@@ -22,6 +23,12 @@ export interface Limits {
    * Retry-After (Envoy's overload manager): queued calls would only wait, time out and be retried.
    */
   maxInFlight: number;
+  /**
+   * Event-loop delay, in ms, past which the sidecar admits fewer calls at once (src/sidecar/admission.ts);
+   * 0 turns the adaptive bound off. Calls wait in the kernel's socket buffers while the loop is busy, where
+   * no count of calls in flight sees them: a loop this late, turn after turn, has more work than CPU.
+   */
+  maxEventLoopDelayMs: number;
   /** Keep-alive connections to the app. */
   upstreamConnections: number;
   /** How long the app may take to send its response headers; a model provider answers long completions late. */
@@ -61,8 +68,30 @@ export interface Limits {
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 /** Far above what one core serves at the latencies apps answer in (2000 calls/s at 100 ms is 200 in flight). */
 export const DEFAULT_MAX_IN_FLIGHT = 1024;
+/**
+ * The event-loop delay the adaptive bound keeps to (src/sidecar/admission.ts): off unless set, as Envoy's
+ * adaptive concurrency is. On, it refused a few dozen calls per few seconds at half the sustainable rate
+ * after long collections, and CFS throttling under a tight CPU limit stops the loop with no more work
+ * waiting: an operator turns it on knowing the pod's CPU. 5 is what the overload bench runs with (at three
+ * times the sustainable rate refusals take most of the core, and an admitted call crosses the loop about
+ * three times: with 10 ms admitted calls reached 120–230 ms at p99 in tuning runs, with 5 ms 56–240 ms).
+ */
+export const DEFAULT_MAX_EVENT_LOOP_DELAY_MS = 0;
 /** Seconds a shed caller is told to wait. */
 export const OVERLOAD_RETRY_AFTER_SECONDS = 1;
+/**
+ * A shed call's unread body up to this size (a declared Content-Length) is read and dropped by Node, and the
+ * connection kept: a refusal on a kept connection costs the sidecar less than the client's reconnect
+ * (accept, socket, parser). A larger or chunked body closes the connection instead of being read for nothing.
+ */
+export const SHED_DRAIN_MAX_BYTES = 64 * 1024;
+
+/** Whether a refused call's body is small enough to drain, keeping the connection (see SHED_DRAIN_MAX_BYTES). */
+export function drainable(req: IncomingMessage): boolean {
+  if (req.complete) return true;
+  const length = req.headers['content-length'];
+  return length !== undefined && req.headers['transfer-encoding'] === undefined && Number(length) <= SHED_DRAIN_MAX_BYTES;
+}
 /** `serve`'s drain delay: longer than endpoint removal usually takes to reach kube-proxy and ingress controllers. */
 export const DEFAULT_DRAIN_DELAY_MS = 5_000;
 
@@ -72,6 +101,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = {
   maxQueryParams: DEFAULT_MAX_QUERY_PARAMS,
   maxControlBodyBytes: 64 * 1024,
   maxInFlight: DEFAULT_MAX_IN_FLIGHT,
+  maxEventLoopDelayMs: DEFAULT_MAX_EVENT_LOOP_DELAY_MS,
   upstreamConnections: 128,
   upstreamHeadersTimeoutMs: 60_000,
   egressUpstreamHeadersTimeoutMs: 600_000,

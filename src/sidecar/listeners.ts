@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { writeSocketError } from '../http/respond.js';
 import type { Logger } from '../log.js';
 import { handleCall } from '../pipeline/pipeline.js';
+import { Admission } from './admission.js';
 import type { Limits } from './limits.js';
 import type { SidecarState } from './state.js';
 
@@ -12,15 +13,18 @@ import type { SidecarState } from './state.js';
  */
 const IDLE_SWEEP_INTERVAL_MS = 50;
 
-/** The agents' listener: every request goes through the pipeline under the deps current when it arrives. */
-export function dataServer(state: SidecarState, limits: Limits): Server {
+/**
+ * The agents' listener: every request goes through the pipeline under the deps current when it arrives.
+ * Admission decides first (src/sidecar/admission.ts); the server's close stops its timers.
+ */
+export function dataServer(state: SidecarState, limits: Limits, admission = new Admission(limits)): Server {
   const data = createServer({ requireHostHeader: true }, (req, res) => {
     // Serve the call, but make the client open its next connection anew: by then it resolves to a ready endpoint.
     if (state.draining) res.setHeader('connection', 'close');
     // Admission: past the bound a call is refused at once (and still audited), never queued.
-    const admitted = state.inFlight.size < limits.maxInFlight;
-    state.track(handleCall(req, res, state.current, admitted));
+    state.track(handleCall(req, res, state.current, admission.check(state.inFlight.size, res)));
   });
+  data.once('close', () => admission.close());
   // Node keeps only the first maxHeadersCount headers and drops the rest unseen: one more than the limit lets
   // checkRequestShape see that there were too many and refuse (431) instead of judging a truncated request.
   data.maxHeadersCount = limits.maxHeaders + 1;

@@ -36,6 +36,8 @@ export interface SidecarOptions {
   maxQueryParams?: number;
   /** Calls handled at once; more are answered 503 overloaded with Retry-After [1024]. */
   maxInFlight?: number;
+  /** Event-loop delay (ms) past which fewer calls are admitted at once, the rest shed [0: off]. */
+  maxEventLoopDelayMs?: number;
   replay?: ReplayStore;
   /** Bound of the in-process replay window (ids); derived from the memory limit when absent. */
   replayMaxEntries?: number;
@@ -112,6 +114,7 @@ export function limitsFrom(opts: SidecarOptions): Limits {
     maxHeaders: opts.maxHeaders ?? DEFAULT_LIMITS.maxHeaders,
     maxQueryParams: opts.maxQueryParams ?? DEFAULT_LIMITS.maxQueryParams,
     maxInFlight: opts.maxInFlight ?? DEFAULT_LIMITS.maxInFlight,
+    maxEventLoopDelayMs: opts.maxEventLoopDelayMs ?? DEFAULT_LIMITS.maxEventLoopDelayMs,
     shutdownGraceMs: opts.shutdownGraceMs ?? DEFAULT_LIMITS.shutdownGraceMs,
     auditDrainMs: opts.audit?.drainMs ?? DEFAULT_LIMITS.auditDrainMs,
   };

@@ -272,6 +272,8 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
       adminPort: 18490,
       logLevel: 'debug',
       drainDelaySeconds: 9,
+      maxInFlight: 256,
+      maxEventLoopDelayMs: 5,
       resources: { requests: { cpu: '100m', memory: '96Mi' }, limits: { memory: '384Mi' } },
     };
     const image = { repository: 'registry.example.com/agents-chain', tag: '0.1.0', digest: `sha256:${'a'.repeat(64)}`, pullPolicy: 'Always' };
@@ -395,6 +397,15 @@ describe.skipIf(skipWithoutHelm('the Helm chart tests (test/integration/chart.te
       expect(r.stderr).toContain('approvals are on: give adminTokenSecret');
       r = embed('"image" "x:1" "upstreamPort" 3000 "approvals" true "adminTokenSecret" "billing-admin"');
       expect(r.container.env).toEqual([{ name: 'AGENTS_CHAIN_ADMIN_TOKEN', valueFrom: { secretKeyRef: { name: 'billing-admin', key: 'token' } } }]);
+    });
+
+    it('renders the admission bounds it is given (0 included: it turns the delay bound off)', () => {
+      const r = embed('"image" "x:1" "upstreamPort" 3000 "maxInFlight" 256 "maxEventLoopDelayMs" 0');
+      expect(r.stderr).toBe('');
+      expect(r.container.env).toEqual([
+        { name: 'AGENTS_CHAIN_MAX_IN_FLIGHT', value: '256' },
+        { name: 'AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS', value: '0' },
+      ]);
     });
   });
 

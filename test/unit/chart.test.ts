@@ -42,6 +42,8 @@ describe('Helm chart', () => {
       { adminPort: 70000 },
       { logLevel: 'verbose' },
       { drainDelaySeconds: -1 },
+      { maxInFlight: 0 },
+      { maxEventLoopDelayMs: -1 },
       { nativeSidecar: 'yes' },
       { extra: 1 },
     ]) {

@@ -42,6 +42,8 @@ port: {{ int $i.port }}
 adminPort: {{ int $i.adminPort }}
 logLevel: {{ $i.logLevel }}
 drainDelaySeconds: {{ int $i.drainDelaySeconds }}
+maxInFlight: {{ int $i.maxInFlight }}
+maxEventLoopDelayMs: {{ int $i.maxEventLoopDelayMs }}
 resources:
   {{- toYaml $i.resources | nindent 2 }}
 {{- end -}}
@@ -85,7 +87,9 @@ It is the sidecar container `agents-chain inject` and the webhook add (src/kuber
 traffic capture: the app keeps listening on upstreamPort (required; the sidecar forwards to 127.0.0.1 there),
 the sidecar listens on "port" (default 17480, named agents-chain: point the Service's targetPort at it, and
 keep agents off the app's port with the chart's NetworkPolicy) and "adminPort" (default 17490, named
-ac-admin). "logLevel" is optional (AGENTS_CHAIN_LOG_LEVEL). Drain on SIGTERM uses serve's defaults.
+ac-admin). "logLevel" is optional (AGENTS_CHAIN_LOG_LEVEL), and so are "maxInFlight" and "maxEventLoopDelayMs"
+(AGENTS_CHAIN_MAX_IN_FLIGHT, AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS; serve's defaults otherwise). Drain on SIGTERM
+uses serve's defaults.
 Admin listener: /healthz, /readyz and /metrics are open (kubelet, Prometheus); /stats, audit entries,
 agents and approvals need the admin token. Give "adminTokenSecret" (a Secret with key "token", like the
 agents-chain.io/admin-token-secret annotation). With "approvals" true (the policy has accessRequests) the
@@ -110,10 +114,16 @@ sidecar refuses to start without one, so the template does too, unless "adminIns
   readinessProbe: { httpGet: { path: /readyz, port: {{ $admin }} }, periodSeconds: 5, timeoutSeconds: 2 }
   livenessProbe: { httpGet: { path: /healthz, port: {{ $admin }} }, periodSeconds: 10, timeoutSeconds: 2 }
   startupProbe: { httpGet: { path: /healthz, port: {{ $admin }} }, periodSeconds: 1, timeoutSeconds: 2, failureThreshold: 30 }
-  {{- if or .logLevel .adminTokenSecret .adminInsecureNoToken }}
+  {{- if or .logLevel .adminTokenSecret .adminInsecureNoToken (not (kindIs "invalid" .maxInFlight)) (not (kindIs "invalid" .maxEventLoopDelayMs)) }}
   env:
     {{- with .logLevel }}
     - { name: AGENTS_CHAIN_LOG_LEVEL, value: {{ . | quote }} }
+    {{- end }}
+    {{- if not (kindIs "invalid" .maxInFlight) }}
+    - { name: AGENTS_CHAIN_MAX_IN_FLIGHT, value: {{ int .maxInFlight | toString | quote }} }
+    {{- end }}
+    {{- if not (kindIs "invalid" .maxEventLoopDelayMs) }}
+    - { name: AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS, value: {{ int .maxEventLoopDelayMs | toString | quote }} }
     {{- end }}
     {{- if .adminTokenSecret }}
     # The admin token: /stats, audit entries, agents and approvals answer only with it.

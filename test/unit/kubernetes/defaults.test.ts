@@ -16,6 +16,8 @@ describe('injection defaults file', () => {
     ['image: x\nprot: 1\n', /^d\.yaml:2:1: unknown key "prot"/],
     ['port: 70000\n', /^d\.yaml:1:7: port must be a port number/],
     ['port: 17490\n', /port and adminPort must differ/],
+    ['maxInFlight: 0\n', /^d\.yaml:1:14: maxInFlight must be a positive whole number/],
+    ['maxEventLoopDelayMs: 2.5\n', /^d\.yaml:1:22: maxEventLoopDelayMs must be whole milliseconds/],
     ['[1, 2]\n', /^d\.yaml:1:1: injection defaults must be a mapping/],
     ['a: [\n', /^d\.yaml:\d+:\d+: /],
   ])('refuses %j naming file, line and key', (text, message) => {

@@ -174,6 +174,15 @@ describe('injectPodTemplate (iptables capture, the default)', () => {
     expect(sc.env[0]).toEqual({ name: 'AGENTS_CHAIN_LOG_LEVEL', value: 'debug' });
     expect(sc.resources).toEqual({ requests: { cpu: '200m', memory: '64Mi' }, limits: { memory: '1Gi' } });
   });
+
+  it("the defaults' admission bounds reach the sidecar as its environment, only when they differ from serve's", () => {
+    const env = (d: typeof defaults) => ((injected(injectPodTemplate(pod({}), d)).template.spec!.containers as C[]).at(-1)!.env as C[]).map((e) => e.name);
+    expect(env(defaults)).not.toContain('AGENTS_CHAIN_MAX_IN_FLIGHT');
+    expect(env(defaults)).not.toContain('AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS');
+    const sc = (injected(injectPodTemplate(pod({}), { ...defaults, maxInFlight: 256, maxEventLoopDelayMs: 5 })).template.spec!.containers as C[]).at(-1)!;
+    expect(sc.env).toContainEqual({ name: 'AGENTS_CHAIN_MAX_IN_FLIGHT', value: '256' });
+    expect(sc.env).toContainEqual({ name: 'AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS', value: '5' });
+  });
 });
 
 describe('injectPodTemplate (port capture)', () => {
