@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { Pool } from 'undici';
+import { Pool } from '../http/undici.js';
 import { deny, type Denial } from '../errors.js';
 import { downstreamResponseHeaders } from '../http/headers.js';
 import { relayAnswer, writeRewrittenJson } from '../http/respond.js';

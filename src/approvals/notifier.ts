@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { request } from '../http/undici.js';
 import { redactForReview } from '../audit/redact.js';
 import type { Logger } from '../log.js';
 import { slackRequestText, slackResolvedText } from './slack.js';

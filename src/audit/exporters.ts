@@ -1,5 +1,5 @@
 import { open } from 'node:fs/promises';
-import { request } from 'undici';
+import { request } from '../http/undici.js';
 
 const NEWLINE = Buffer.from('\n');
 

@@ -5,7 +5,7 @@
  * times are judged after the signature (step 7). Pure.
  */
 import { deny, type Denial } from '../errors.js';
-import { MAX_TOKEN_LIFETIME_SECONDS } from '../identity/client.js';
+import { MAX_TOKEN_LIFETIME_SECONDS } from '../identity/token-types.js';
 
 /** Seconds of clock difference tolerated between a signer and the sidecar. */
 export const CLOCK_SKEW_SECONDS = 30;

@@ -6,7 +6,7 @@
 import { audienceProblem, CLOCK_SKEW_SECONDS, checkTimes, jtiProblem, stringProblem, timeProblem, type TimeClaims } from './claims.js';
 import { decodeJws, signatureCheck } from './jws.js';
 import { deny, type Denial } from '../errors.js';
-import { AGENT_TOKEN_TYPE, MAX_TOKEN_LIFETIME_SECONDS } from '../identity/client.js';
+import { AGENT_TOKEN_TYPE, MAX_TOKEN_LIFETIME_SECONDS } from '../identity/token-types.js';
 import type { Agent } from '../policy/types.js';
 
 export { CLOCK_SKEW_SECONDS };

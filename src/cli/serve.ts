@@ -11,7 +11,7 @@ import { adminStartupProblem } from '../admin/handler.js';
 import type { RedisSettings } from '../redis/connect.js';
 import { DEFAULT_MAX_HEADERS } from '../http/headers.js';
 import { DEFAULT_MAX_QUERY_PARAMS } from '../routing/query.js';
-import { DEFAULT_MAX_EVENT_LOOP_DELAY_MS, DEFAULT_MAX_IN_FLIGHT } from '../sidecar/limits.js';
+import { DEFAULT_MAX_IN_FLIGHT } from '../sidecar/limits.js';
 import { parseCommand, required, UsageError } from './args.js';
 import { readFlagFile, StartupError } from './startup.js';
 import { APP_PROBES_ENV } from '../kubernetes/app-probes.js';
@@ -43,7 +43,7 @@ Options (each also read from the environment variable shown):
   --max-in-flight N    calls handled at once; more get 503 overloaded [${DEFAULT_MAX_IN_FLIGHT}]
                                                             AGENTS_CHAIN_MAX_IN_FLIGHT
   --max-event-loop-delay-ms N  while the event loop runs later than this, fewer calls
-                       are admitted at once; the rest get 503 overloaded [${DEFAULT_MAX_EVENT_LOOP_DELAY_MS}; 0: off]
+                       are admitted at once; the rest get 503 overloaded [0: off; 5 suggested]
                                                             AGENTS_CHAIN_MAX_EVENT_LOOP_DELAY_MS
   --replay-max-entries N  in-memory replay window bound, token ids
                        [40 % of the memory limit at 64 B each; 1000000]    AGENTS_CHAIN_REPLAY_MAX_ENTRIES

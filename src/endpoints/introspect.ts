@@ -4,7 +4,7 @@ import { verifyAgentToken, type AgentClaims, type Expected } from '../auth/verif
 import { deny, isDenial } from '../errors.js';
 import { readJsonObject } from '../http/json-body.js';
 import { jsonReply } from '../http/respond.js';
-import { AGENT_TOKEN_TYPE } from '../identity/client.js';
+import { AGENT_TOKEN_TYPE } from '../identity/token-types.js';
 import type { Agent, Policy } from '../policy/types.js';
 import { grantsFor } from '../pipeline/authorize.js';
 import type { Deps } from '../pipeline/deps.js';

@@ -1,11 +1,11 @@
 import { bodyHash } from '../auth/binding.js';
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { importJWK, SignJWT, type JWK } from 'jose';
 import { thumbprintOf } from './keys.js';
 
-export const AGENT_TOKEN_TYPE = 'agent+jwt';
-/** The longest lifetime a verifier accepts (exp - iat). */
-export const MAX_TOKEN_LIFETIME_SECONDS = 60;
+import { AGENT_PROOF_TYPE, AGENT_TOKEN_TYPE, HOST_TOKEN_TYPE, hostTokenHash, MAX_TOKEN_LIFETIME_SECONDS } from './token-types.js';
+
+export { AGENT_PROOF_TYPE, AGENT_TOKEN_TYPE, HOST_TOKEN_TYPE, hostTokenHash, MAX_TOKEN_LIFETIME_SECONDS };
 
 /**
  * A token lifetime the sidecar accepts (src/auth/claims.ts, checkTimes: exp after iat, at most
@@ -115,8 +115,6 @@ export async function mintAgentToken(opts: { privateJwk: JWK; agentId: string; c
   return signer.sign(opts.capability, { ttlSeconds: opts.ttlSeconds });
 }
 
-export const HOST_TOKEN_TYPE = 'host+jwt';
-
 export interface HostSigner {
   thumbprint: string;
   /**
@@ -160,17 +158,6 @@ export async function createHostSigner(privateJwk: JWK, opts: HostSignerOptions 
         .sign(key);
     },
   };
-}
-
-export const AGENT_PROOF_TYPE = 'agent-proof+jwt';
-
-/**
- * The `ath` of an agent proof: base64url SHA-256 of the host token's ASCII
- * text (RFC 9449 §4.2, DPoP's access-token hash), which binds the proof to
- * exactly one single-use registration token.
- */
-export function hostTokenHash(hostToken: string): string {
-  return createHash('sha256').update(hostToken, 'ascii').digest('base64url');
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { VerificationKey } from '../policy/types.js';
-import { createPublicKey } from 'node:crypto';
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
+import { createHash, createPublicKey, generateKeyPair } from 'node:crypto';
+import { promisify } from 'node:util';
+import type { JWK } from 'jose';
 import { ed25519KeyProblem } from './ed25519.js';
 
 /** A public key refused on import; `member` names the JWK member at fault (a policy error points at it). */
@@ -44,9 +45,13 @@ export async function readPublicKey(jwk: Record<string, unknown>): Promise<{ key
 /** Printable ASCII, 1 to 128 characters: a name that becomes a header or a log field (an agent's, a host's). */
 export const DISPLAY_NAME = /^[\x20-\x7e]{1,128}$/;
 
-/** RFC 7638 thumbprint (SHA-256) of a public key: the agent's `iss`. */
-export function thumbprintOf(jwk: Record<string, unknown>): Promise<string> {
-  return calculateJwkThumbprint({ kty: 'OKP', crv: String(jwk.crv), x: String(jwk.x) }, 'sha256');
+/**
+ * RFC 7638 thumbprint (SHA-256) of a public key: the agent's `iss`. An OKP key's required members are crv, kty
+ * and x, in that (lexicographic) order, with no whitespace; the values are JSON strings (RFC 8037 §2, A.3).
+ */
+export async function thumbprintOf(jwk: Record<string, unknown>): Promise<string> {
+  const members = JSON.stringify({ crv: String(jwk.crv), kty: 'OKP', x: String(jwk.x) });
+  return createHash('sha256').update(members).digest('base64url');
 }
 
 export interface AgentKeyPair {
@@ -56,8 +61,10 @@ export interface AgentKeyPair {
 }
 
 export async function generateAgentKeyPair(): Promise<AgentKeyPair> {
-  const { privateKey, publicKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
-  const privateJwk = await exportJWK(privateKey);
-  const publicJwk = await exportJWK(publicKey);
+  const { privateKey, publicKey } = await promisify(generateKeyPair)('ed25519');
+  // Members as jose's exportJWK gives them (crv, d, x, kty): keys written before read the same.
+  const { crv, d, x } = privateKey.export({ format: 'jwk' });
+  const publicJwk: JWK = { crv: crv!, x: publicKey.export({ format: 'jwk' }).x!, kty: 'OKP' };
+  const privateJwk: JWK = { crv: crv!, d: d!, x: x!, kty: 'OKP' };
   return { privateJwk, publicJwk, thumbprint: await thumbprintOf(publicJwk) };
 }

@@ -1,4 +1,4 @@
-import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import type { Cluster, ClusterNode, Redis, RedisOptions } from 'ioredis';
 import type { Logger } from '../log.js';
 
 /** How to reach Redis: one URL, Sentinels, or Cluster seed nodes. */
@@ -24,9 +24,11 @@ export type RedisClient = Redis | Cluster;
  * is rejected at once (calls are refused with 503, never held), and ioredis
  * keeps reconnecting in the background, at most 500 ms apart, so service
  * resumes within a second of Redis returning. Auto-pipelining batches the
- * commands of concurrent calls into one round trip.
+ * commands of concurrent calls into one round trip. ioredis is loaded on the first connection: a sidecar
+ * without Redis does not carry it (~10 MB resident).
  */
-export function connectRedis(s: RedisSettings, log: Logger, role: 'commands' | 'subscriber' = 'commands'): RedisClient {
+export async function connectRedis(s: RedisSettings, log: Logger, role: 'commands' | 'subscriber' = 'commands'): Promise<RedisClient> {
+  const { Cluster, Redis } = await import('ioredis');
   // The subscriber only listens: it may queue its SUBSCRIBE until connected (ioredis re-subscribes after reconnects).
   const subscriber = role === 'subscriber';
   const common: RedisOptions = {

@@ -1,7 +1,7 @@
 import { checkTimes, stringProblem, audienceProblem, timeProblem } from '../auth/claims.js';
 import { decodeJws, signatureValid } from '../auth/jws.js';
 import { deny, type Denial } from '../errors.js';
-import { AGENT_PROOF_TYPE, hostTokenHash } from '../identity/client.js';
+import { AGENT_PROOF_TYPE, hostTokenHash } from '../identity/token-types.js';
 import type { VerificationKey } from '../policy/types.js';
 
 /**

@@ -1,7 +1,7 @@
 import { audienceProblem, checkTimes, jtiProblem, stringProblem, timeProblem, type TimeClaims } from '../auth/claims.js';
 import { decodeJws, signatureValid } from '../auth/jws.js';
 import { deny, isDenial, type Denial } from '../errors.js';
-import { HOST_TOKEN_TYPE } from '../identity/client.js';
+import { HOST_TOKEN_TYPE } from '../identity/token-types.js';
 import { DISPLAY_NAME, readPublicKey } from '../identity/keys.js';
 import type { DynamicHosts, Host, Policy } from '../policy/types.js';
 

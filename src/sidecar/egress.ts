@@ -1,4 +1,3 @@
-import { createAgentSigner } from '../identity/client.js';
 import type { Deps } from '../pipeline/deps.js';
 import type { SidecarOptions } from './options.js';
 
@@ -17,6 +16,8 @@ export async function egressIdentity(opts: SidecarOptions): Promise<Deps['egress
     );
   const agent = opts.policy.agents.get(opts.egress.agentId);
   if (!agent) throw new Error(`--agent ${opts.egress.agentId} is not an agent in the policy`);
+  // Loaded only here: the signer's JWT library is not needed by an ingress sidecar (its memory, ~9 MB).
+  const { createAgentSigner } = await import('../identity/client.js');
   const signer = await createAgentSigner(opts.egress.agentKey, agent.id);
   if (signer.thumbprint !== agent.thumbprint) throw new Error(`--agent-key is not the key the policy lists for ${agent.id}`);
   const key = opts.egress.providerKey;

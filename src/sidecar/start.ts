@@ -40,7 +40,7 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
   );
 
   const metrics = startMetrics(opts, now);
-  const shared = opts.redis ? sharedStores(opts.redis, log, metrics, now) : undefined;
+  const shared = opts.redis ? await sharedStores(opts.redis, log, metrics, now) : undefined;
   const audit = await startAudit(opts, log, metrics);
   const egress = await egressIdentity(opts);
   // Always present (a reload may add hosts); consulted only while the policy lists hosts.

@@ -26,9 +26,9 @@ export interface SharedStores {
   close(): Promise<void>;
 }
 
-export function sharedStores(settings: RedisSettings, log: Logger, metrics: SidecarMetrics, now: () => number): SharedStores {
-  const client = connectRedis(settings, log);
-  const subscriber = connectRedis(settings, log, 'subscriber');
+export async function sharedStores(settings: RedisSettings, log: Logger, metrics: SidecarMetrics, now: () => number): Promise<SharedStores> {
+  const client = await connectRedis(settings, log);
+  const subscriber = await connectRedis(settings, log, 'subscriber');
   const cluster = (settings.cluster?.length ?? 0) > 0;
   return {
     client,

@@ -2,7 +2,7 @@ import { checkRequestBinding, missingBinding, publicOrigin } from '../../auth/bi
 import { extractToken, tokenSent } from '../../auth/extract.js';
 import { decodeJws } from '../../auth/jws.js';
 import { expectedToken } from '../../auth/profile.js';
-import { AGENT_TOKEN_TYPE } from '../../identity/client.js';
+import { AGENT_TOKEN_TYPE } from '../../identity/token-types.js';
 import { refusedByReset, replayKey, ReplayStoreUnavailableError } from '../../auth/replay.js';
 import { REPLAY_TTL_MS, REPLAY_WINDOW_SECONDS, verifyAgentToken, type AgentDirectory, type Expected } from '../../auth/verify.js';
 import { deny, isDenial, type Denial } from '../../errors.js';

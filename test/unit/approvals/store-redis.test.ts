@@ -10,13 +10,13 @@ import { until } from '../../support/until.js';
 // Against the real Redis (.ci/run makes sure it answers), each test under a prefix of its own.
 const log = createLogger('error', () => {});
 let clients: RedisClient[] = [];
-const client = (role: 'commands' | 'subscriber' = 'commands') => {
-  const c = connectRedis({ url: REDIS_URL, prefix: '' }, log, role);
+const client = async (role: 'commands' | 'subscriber' = 'commands') => {
+  const c = await connectRedis({ url: REDIS_URL, prefix: '' }, log, role);
   clients.push(c);
   return c;
 };
 beforeAll(async () => {
-  const first = client();
+  const first = await client();
   await until(() => first.status === 'ready');
 });
 afterAll(() => {
@@ -46,8 +46,8 @@ function request(id: string, now = Date.now()): AccessRequest {
 }
 
 async function store(name: string) {
-  const c = client();
-  const s = client('subscriber');
+  const c = await client();
+  const s = await client('subscriber');
   await until(() => c.status === 'ready' && s.status === 'ready');
   return new RedisAccessRequestStore(c, s, testPrefix(name));
 }
@@ -70,10 +70,10 @@ describe('RedisAccessRequestStore', () => {
 
   it('resolves a request once when many resolvers race, and wakes subscribers of every store', async () => {
     const prefix = testPrefix('race');
-    const c1 = client();
-    const c2 = client();
-    const s1 = client('subscriber');
-    const s2 = client('subscriber');
+    const c1 = await client();
+    const c2 = await client();
+    const s1 = await client('subscriber');
+    const s2 = await client('subscriber');
     await until(() => [c1, c2, s1, s2].every((c) => c.status === 'ready'));
     const a = new RedisAccessRequestStore(c1, s1, prefix);
     const b = new RedisAccessRequestStore(c2, s2, prefix);

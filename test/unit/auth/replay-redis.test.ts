@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 async function store(opts: { now?: () => number } = {}): Promise<{ store: RedisReplayStore; resets: ResetCause[]; client: RedisClient }> {
-  const client = connectRedis({ url: redis.url, prefix: 'ignored:' }, log);
+  const client = await connectRedis({ url: redis.url, prefix: 'ignored:' }, log);
   clients.push(client);
   await until(() => client.status === 'ready');
   const resets: ResetCause[] = [];
@@ -34,7 +34,7 @@ async function store(opts: { now?: () => number } = {}): Promise<{ store: RedisR
 
 /** An old marker and a checked server: nothing lost, as a test that starts clean needs it. */
 async function intact(): Promise<void> {
-  const c = connectRedis({ url: redis.url, prefix: '' }, log);
+  const c = await connectRedis({ url: redis.url, prefix: '' }, log);
   clients.push(c);
   await until(() => c.status === 'ready');
   await c.set(MARKER, `${Date.now() - 10 * WINDOW}-00000000`);
@@ -212,7 +212,7 @@ describe('RedisReplayStore', () => {
 
   it('a slow Redis during the server check: every claim waiting on it fails at once, with one check (INFO server + memory), and the next claim starts one new check', async () => {
     const admin = await store();
-    const client = connectRedis({ url: redis.url, prefix: '' }, log);
+    const client = await connectRedis({ url: redis.url, prefix: '' }, log);
     clients.push(client);
     await until(() => client.status === 'ready');
     const sections: string[] = [];
@@ -253,7 +253,7 @@ describe('RedisReplayStore', () => {
   it('a Redis user that may not run INFO: calls are refused (a restart would go unnoticed), and the error says why', async () => {
     const a = await store();
     await a.client.call('ACL', 'SETUSER', 'noinfo', 'on', '>pw', '~*', '&*', '+@all', '-info');
-    const client = connectRedis({ url: redis.url.replace('redis://', 'redis://noinfo:pw@'), prefix: '' }, log);
+    const client = await connectRedis({ url: redis.url.replace('redis://', 'redis://noinfo:pw@'), prefix: '' }, log);
     clients.push(client);
     await until(() => client.status === 'ready');
     const s = new RedisReplayStore(client, { log, windowMs: WINDOW });
@@ -264,7 +264,7 @@ describe('RedisReplayStore', () => {
     const a = await store();
     await a.client.config('SET', 'maxmemory-policy', 'volatile-lru');
     const lines: string[] = [];
-    const client = connectRedis({ url: redis.url, prefix: '' }, log);
+    const client = await connectRedis({ url: redis.url, prefix: '' }, log);
     clients.push(client);
     const s = new RedisReplayStore(client, { log: createLogger('warn', (l) => lines.push(l)), windowMs: WINDOW });
     await until(() => client.status === 'ready');
@@ -274,7 +274,7 @@ describe('RedisReplayStore', () => {
   });
 
   it('refuses with ReplayStoreUnavailableError when Redis does not answer', async () => {
-    const client = connectRedis({ url: 'redis://127.0.0.1:1', prefix: '' }, log);
+    const client = await connectRedis({ url: 'redis://127.0.0.1:1', prefix: '' }, log);
     clients.push(client);
     const s = new RedisReplayStore(client, { log, windowMs: WINDOW });
     await expect(s.claim('agent:T:x', 1_000)).rejects.toThrow(/did not answer|could not be confirmed|is not connected/);

@@ -1,5 +1,5 @@
 import { createPrivateKey, sign, type JsonWebKey } from 'node:crypto';
-import { compactVerify } from 'jose';
+import { calculateJwkThumbprint, compactVerify, importJWK, SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { generateAgentKeyPair, importAgentKey, thumbprintOf } from '../../../src/identity/keys.js';
 
@@ -79,6 +79,15 @@ describe('generateAgentKeyPair', () => {
     expect(pair.privateJwk.x).toBe(pair.publicJwk.x);
     expect(pair.thumbprint).toBe(await thumbprintOf(pair.publicJwk as Record<string, unknown>));
     await expect(importAgentKey(pair.publicJwk as Record<string, unknown>)).resolves.toBeDefined();
+  });
+
+  it('gives what jose computes and accepts: the same thumbprint, and a private key jose signs with (the oracle)', async () => {
+    for (let i = 0; i < 20; i++) {
+      const pair = await generateAgentKeyPair();
+      expect(pair.thumbprint).toBe(await calculateJwkThumbprint(pair.publicJwk, 'sha256'));
+      const jws = await new SignJWT({}).setProtectedHeader({ alg: 'EdDSA' }).sign(await importJWK(pair.privateJwk, 'EdDSA'));
+      await expect(compactVerify(jws, await importAgentKey(pair.publicJwk as Record<string, unknown>))).resolves.toBeDefined();
+    }
   });
 
   it('returns a different key each time', async () => {
