@@ -19,6 +19,7 @@ import { openBatch, parseKeyring } from '../dist/audit/crypto.js';
 import { createAgentSigner } from '../dist/identity/client.js';
 import { generateAgentKeyPair } from '../dist/identity/keys.js';
 import { openLoop } from './open-loop.mjs';
+import { imageEnv } from '../test/image/env.mjs';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 // Which core is whose (BENCH_OVERLOAD_CPUS=sidecar,load; default 0,1): on a shared machine, the quieter one for the sidecar.
@@ -132,6 +133,8 @@ function startSidecar(args) {
     const child = pinnedSpawn(SIDECAR_CPU, process.execPath, [...NODE_ARGS, join(ROOT, 'dist/cli/main.js'), 'serve', ...args], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'inherit'],
+      // As the image runs it (its NODE_OPTIONS).
+      env: { ...process.env, ...imageEnv() },
     });
     let out = '';
     const onData = (d) => {

@@ -5,6 +5,7 @@ import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { imageEnv } from '../test/image/env.mjs';
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
@@ -46,8 +47,10 @@ export function start(cmd, args, { cpus, match, cwd = ROOT, env } = {}) {
   });
 }
 
-export function node(args, opts) {
-  return start(process.execPath, args, opts);
+/** Node processes (the sidecar and the bare proxies alike) start with the image's environment: its NODE_OPTIONS. */
+export const IMAGE_ENV = imageEnv();
+export function node(args, opts = {}) {
+  return start(process.execPath, args, { ...opts, env: { ...IMAGE_ENV, ...opts.env } });
 }
 
 export async function freePort() {

@@ -15,7 +15,23 @@ import { importAgentKey } from '../dist/identity/keys.js';
 import { Redis } from 'ioredis';
 import { REPLAY_NAMESPACE } from '../dist/auth/replay-redis.js';
 import { openLoop } from './open-loop.mjs';
-import { cpuByThread, cpuSeconds, has, hasTaskset, LOAD_CPU, median, nginx, node, pinSelf, PROXY_CPU, redis, rssMiB, spread, stopAll } from './procs.mjs';
+import {
+  cpuByThread,
+  cpuSeconds,
+  has,
+  hasTaskset,
+  IMAGE_ENV,
+  LOAD_CPU,
+  median,
+  nginx,
+  node,
+  pinSelf,
+  PROXY_CPU,
+  redis,
+  rssMiB,
+  spread,
+  stopAll,
+} from './procs.mjs';
 import { bot, mint, policy, rawRequests, signer, wrk } from './workload.mjs';
 
 const env = (name, fallback) => Number(process.env[name] ?? fallback);
@@ -224,7 +240,7 @@ try {
   const med = (rs, f) => median(rs.map(f));
   const perRound = (a, b, f) => a.map((r, i) => f(r, b[i]));
   console.log(
-    `\nagents-chain bench, node ${process.version}: proxies on CPU ${PROXY_CPU}, load (wrk, open loop), upstream and Redis on CPU ${LOAD_CPU}${hasTaskset ? '' : ' (taskset missing: NOT pinned)'}; ${ROUNDS} rounds of ${SECONDS} s at saturation (${CONNECTIONS} connections) and ${FIXED_SECONDS} s at ${RATE} req/s; 1 KiB JSON POSTs, 3 constraints, single-use tokens; median (min–max)\n`,
+    `\nagents-chain bench, node ${process.version}: proxies on CPU ${PROXY_CPU}, load (wrk, open loop), upstream and Redis on CPU ${LOAD_CPU}${hasTaskset ? '' : ' (taskset missing: NOT pinned)'}; ${ROUNDS} rounds of ${SECONDS} s at saturation (${CONNECTIONS} connections) and ${FIXED_SECONDS} s at ${RATE} req/s; 1 KiB JSON POSTs, 3 constraints, single-use tokens; Node processes with the image's NODE_OPTIONS (${IMAGE_ENV.NODE_OPTIONS ?? 'none'}); median (min–max)\n`,
   );
   console.log(`| target | saturation req/s | CPU µs/call | p99 ms | at ${RATE}/s: p50 ms | p99 ms | CPU µs/call | cores | RSS MiB (peak) |`);
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');

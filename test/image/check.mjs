@@ -6,6 +6,7 @@ import { chmodSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { imageEnv } from './env.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const app = mkdtempSync(join(tmpdir(), 'agents-chain-image-'));
@@ -33,7 +34,8 @@ try {
       '127.0.0.1:0',
       '--no-watch',
     ],
-    { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] },
+    // As the image runs it: the Dockerfile's ENV (NODE_ENV, NODE_OPTIONS) over this environment.
+    { cwd: app, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...imageEnv() } },
   );
   const line = await new Promise((resolve, reject) => {
     let out = '';
@@ -54,7 +56,9 @@ try {
   child.kill('SIGTERM');
   const code = await new Promise((r) => child.on('exit', r));
   if (code !== 0) throw new Error(`exit code ${code} after SIGTERM`);
-  console.log(`image-check: production dependencies only, ${asRoot ? 'uid 10001' : 'current user (not root: no user switch)'}, ready, clean exit on SIGTERM`);
+  console.log(
+    `image-check: production dependencies only, ${JSON.stringify(imageEnv())}, ${asRoot ? 'uid 10001' : 'current user (not root: no user switch)'}, ready, clean exit on SIGTERM`,
+  );
 } finally {
   rmSync(app, { recursive: true, force: true });
 }
