@@ -67,7 +67,7 @@ describe('Dockerfile', () => {
   });
 
   it("sets V8's semi-spaces for a 256Mi container (NODE_OPTIONS), as image-check and the bench read them", async () => {
-    const { imageEnv } = (await import('../image/env.mjs')) as { imageEnv: (text?: string) => Record<string, string> };
+    const { imageEnv } = await import('../image/env.mjs');
     expect(imageEnv()).toEqual({ NODE_ENV: 'production', NODE_OPTIONS: '--max-semi-space-size=4' });
     // Only the final stage's ENV: the build stage's do not reach the running image.
     expect(imageEnv('FROM a AS build\nENV X=1\nFROM b\nENV Y=2\n')).toEqual({ Y: '2' });
