@@ -16,8 +16,11 @@ export interface AdminContext {
   readiness: () => Record<string, boolean>;
   /** True once shutdown began: /readyz answers 503 "draining" whatever the checks say. */
   draining?: () => boolean;
-  /** Calls in flight and the bound (reported by /readyz; saturation does not fail readiness). */
-  load?: () => { inFlight: number; maxInFlight: number };
+  /**
+   * Calls in flight, --max-in-flight, and the bound in force now (`admitting`: lower while the event loop's
+   * delay bound holds it down). Reported by /readyz; saturation does not fail readiness.
+   */
+  load?: () => { inFlight: number; maxInFlight: number; admitting?: number };
   approvals?: ApprovalService;
   audit?: AuditTrail;
   metrics?: SidecarMetrics;
@@ -154,7 +157,7 @@ function readiness(ctx: AdminContext): Reply {
   if (ctx.draining?.()) return jsonReply(503, { status: 'draining', message: 'shutting down: new calls should go to another endpoint', checks: named });
   const load = ctx.load?.();
   // Saturated is reported, not failed: a pod that leaves the Service under load only moves the load to its peers.
-  const saturation = load ? { load: { ...load, saturated: load.inFlight >= load.maxInFlight } } : {};
+  const saturation = load ? { load: { ...load, saturated: load.inFlight >= Math.min(load.maxInFlight, load.admitting ?? Infinity) } } : {};
   return jsonReply(ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', checks: named, ...saturation });
 }
 

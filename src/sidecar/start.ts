@@ -11,6 +11,7 @@ import { RegisteredAgents } from '../registration/directory.js';
 import { approvalService } from './approvals.js';
 import { egressIdentity } from './egress.js';
 import { PolicyReloader, Shutdown } from './lifecycle.js';
+import { Admission } from './admission.js';
 import { dataServer, listen, urlOf } from './listeners.js';
 import { ED25519 } from '../auth/ed25519-verify.js';
 import { DEFAULT_DRAIN_DELAY_MS, DEFAULT_MAX_BODY_BYTES } from './limits.js';
@@ -56,14 +57,13 @@ export async function startSidecar(opts: SidecarOptions): Promise<Sidecar> {
     // A human answers later: the approved call runs under the policy active then, which `state` (below) holds.
     executor: { upstream, policy: () => state.current.policy, registered, now, rules: { tokenHeader, egress }, limits, mcpSessions },
   });
-  metrics.setSources(metricSources(approvals, audit, now));
   const replay = opts.replay ?? shared?.replay ?? memoryReplayStore(opts.replayMaxEntries, log, now);
   const core = { policy: opts.policy, replay, tokenHeader, limits, now, upstream, log };
   const state = new SidecarState({ ...core, approvals, audit, metrics, egress, registered, mcpSessions });
-  metrics.setSources({ inFlight: () => ({ current: state.inFlight.size, limit: limits.maxInFlight }) });
-
-  const data = dataServer(state, limits);
-  const admin = adminServer(opts, state, { approvals, audit, metrics, registered, shared, log, now });
+  const admission = new Admission(limits); // its limit: --max-in-flight, or lower while the loop's delay holds it down
+  metrics.setSources({ ...metricSources(approvals, audit, now), inFlight: () => ({ current: state.inFlight.size, limit: admission.limit }) });
+  const data = dataServer(state, limits, admission);
+  const admin = adminServer(opts, state, { approvals, audit, metrics, registered, shared, log, now, admission });
   const dataAddr = await listen(data, parseHostPort(opts.listen ?? DEFAULT_LISTEN, '--listen'), log);
   // A busy admin port must not leave the agent port bound (an embedding caller would hold it after the error).
   const adminAddr = await listen(admin, parseHostPort(opts.admin ?? DEFAULT_ADMIN, '--admin'), log).catch((err: unknown) => {
@@ -120,11 +120,12 @@ interface AdminParts {
   shared?: SharedStores;
   log: Logger;
   now: () => number;
+  admission: Admission;
 }
 
 /** The operators' listener: probes, metrics, and the token-guarded admin API. */
 function adminServer(opts: SidecarOptions, state: SidecarState, p: AdminParts): Server {
-  const { approvals, audit, metrics, registered, shared, log, now } = p;
+  const { approvals, audit, metrics, registered, shared, log, now, admission } = p;
   // Readiness: the policy was loaded (startup refuses otherwise), both listeners are up, the audit spool takes entries.
   const readiness = () => ({
     policy: true,
@@ -136,7 +137,7 @@ function adminServer(opts: SidecarOptions, state: SidecarState, p: AdminParts): 
     adminHandler({
       readiness,
       draining: () => state.draining,
-      load: () => ({ inFlight: state.inFlight.size, maxInFlight: state.current.limits.maxInFlight }),
+      load: () => ({ inFlight: state.inFlight.size, maxInFlight: state.current.limits.maxInFlight, admitting: admission.limit }),
       approvals,
       adminToken: opts.adminToken,
       insecureNoToken: opts.adminInsecureNoToken,

@@ -64,7 +64,7 @@ describe('overload: calls past --max-in-flight are shed, not queued', () => {
     // /readyz reports the saturation and stays ready.
     expect(await call(env.adminUrl, { path: '/readyz' })).toMatchObject({
       status: 200,
-      json: { status: 'ready', load: { inFlight: 2, maxInFlight: 2, saturated: true } },
+      json: { status: 'ready', load: { inFlight: 2, maxInFlight: 2, admitting: 2, saturated: true } },
     });
 
     for (const release of held.splice(0)) release();
