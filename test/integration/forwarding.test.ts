@@ -179,6 +179,10 @@ describe('forwarding', () => {
     expect(health.json).toEqual({ status: 'ok' });
     const ready = await call(env.adminUrl, { path: '/readyz' });
     expect(ready.status).toBe(200);
-    expect(ready.json).toEqual({ status: 'ready', checks: { policy: 'ok', listeners: 'ok' }, load: { inFlight: 0, maxInFlight: 1024, saturated: false } });
+    expect(ready.json).toEqual({
+      status: 'ready',
+      checks: { policy: 'ok', listeners: 'ok' },
+      load: { inFlight: 0, maxInFlight: 1024, admitting: 1024, saturated: false },
+    });
   });
 });
