@@ -8,18 +8,16 @@
 // flags; default "--max-event-loop-delay-ms 5", the bound under test, off in serve by default), _NODE_ARGS (node flags for the sidecar), _WINDOWS=ms (print
 // every window of due time), _SIDECAR_LOG=file (keep the sidecar's log).
 import { spawn, spawnSync } from 'node:child_process';
-import { createPrivateKey, randomBytes, sign } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
-import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openBatch, parseKeyring } from '../dist/audit/crypto.js';
-import { createAgentSigner } from '../dist/identity/client.js';
-import { generateAgentKeyPair } from '../dist/identity/keys.js';
 import { openLoop } from './open-loop.mjs';
-import { imageEnv } from '../test/image/env.mjs';
+import { has, IMAGE_ENV, nginx, node, stopAll } from './procs.mjs';
+import { bodies, mint, policy } from './workload.mjs';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 // Which core is whose (BENCH_OVERLOAD_CPUS=sidecar,load; default 0,1): on a shared machine, the quieter one for the sidecar.
@@ -68,64 +66,10 @@ function pinnedSpawn(cpu, cmd, args, opts) {
   return child;
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-async function waitForPort(port, ms = 10_000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const ok = await new Promise((resolve) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => (s.destroy(), resolve(true)));
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > until) throw new Error(`nothing listens on ${port}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** The app: nginx answering a small JSON 200 to anything, one process; bench/app.mjs where nginx is missing. */
+/** The app: nginx answering a small JSON 200 to anything (one process), bench/app.mjs where nginx is missing. */
 async function startUpstream(dir) {
-  const nginx = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p));
-  const port = await freePort();
-  if (!nginx) {
-    const child = pinnedSpawn(LOAD_CPU, process.execPath, [join(ROOT, 'bench/app.mjs'), String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
-    await waitForPort(port);
-    return { name: 'bench/app.mjs', url: `http://127.0.0.1:${port}`, child };
-  }
-  const conf = `worker_processes 1;
-master_process off;
-daemon off;
-pid ${dir}/nginx.pid;
-error_log ${dir}/nginx-error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/nginx-body;
-  proxy_temp_path ${dir}/nginx-proxy;
-  fastcgi_temp_path ${dir}/nginx-fastcgi;
-  uwsgi_temp_path ${dir}/nginx-uwsgi;
-  scgi_temp_path ${dir}/nginx-scgi;
-  keepalive_requests 1000000;
-  keepalive_timeout 75s;
-  server {
-    listen 127.0.0.1:${port};
-    location / { default_type application/json; return 200 '{"ok":true}'; }
-  }
-}
-`;
-  await writeFile(join(dir, 'nginx.conf'), conf);
-  const child = pinnedSpawn(LOAD_CPU, nginx, ['-p', `${dir}/`, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
-  await waitForPort(port);
-  return { name: 'nginx', url: `http://127.0.0.1:${port}`, child };
+  if (has('nginx')) return { name: 'nginx', ...(await nginx(dir, 'upstream', { cpus: LOAD_CPU })) };
+  return { name: 'bench/app.mjs', ...(await node(['bench/app.mjs', '0'], { cpus: LOAD_CPU, match: /listening (\d+)/ })) };
 }
 
 function startSidecar(args) {
@@ -134,7 +78,7 @@ function startSidecar(args) {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'inherit'],
       // As the image runs it (its NODE_OPTIONS).
-      env: { ...process.env, ...imageEnv() },
+      env: { ...process.env, ...IMAGE_ENV },
     });
     let out = '';
     const onData = (d) => {
@@ -216,52 +160,6 @@ async function auditSettled(sidecar, file, keys, ms = 30_000) {
   }
 }
 
-// The load: bench/run.mjs's 1 KiB JSON bodies with three constrained fields, one fresh token per call.
-const bot = await generateAgentKeyPair();
-const signer = await createAgentSigner(bot.privateJwk, 'bench-bot');
-const WORDS =
-  'invoice customer payment due amount total order shipped pending approved refund account billing period monthly annual discount tax net gross'.split(' ');
-function makeBody(i) {
-  const base = { customerId: `c-${100 + i}`, amount: (i * 37) % 1000, currency: i % 2 ? 'USD' : 'EUR', customer: { tier: 'gold' } };
-  const pad = 1024 - JSON.stringify({ ...base, note: '' }).length;
-  let note = '';
-  while (note.length < pad) note += `${WORDS[Math.floor(Math.random() * WORDS.length)]} `;
-  return JSON.stringify({ ...base, note: note.slice(0, pad) });
-}
-const bodies = Array.from({ length: 256 }, (_, i) => makeBody(i));
-const policy = `version: 1
-provider: { name: bench, issuer: https://bench.example.com }
-capabilities:
-  - { name: createInvoice, method: POST, path: /invoices }
-agents:
-  - { id: bench-bot, name: bench-bot, publicKey: { kty: OKP, crv: Ed25519, x: "${bot.publicJwk.x}" } }
-grants:
-  - agent: bench-bot
-    capability: createInvoice
-    status: active
-    constraints:
-      amount: { max: 1000 }
-      currency: { in: [USD, EUR] }
-      customer.tier: { not_in: [internal] }
-`;
-
-// Minted with node:crypto up front (off the clock). `atSeconds(i)`: when token i will be used, from now, so a
-// long run's tokens are not expired when their turn comes (iat 10 s before, within the 60 s lifetime).
-const signingKey = createPrivateKey({ key: bot.privateJwk, format: 'jwk' });
-const jwsHeader = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'agent+jwt' })).toString('base64url');
-function mint(n, atSeconds = () => 0) {
-  const out = new Array(n);
-  const now = Math.floor(Date.now() / 1000);
-  const tag = randomBytes(4).toString('hex');
-  for (let i = 0; i < n; i++) {
-    const iat = now + Math.floor(atSeconds(i)) - 10;
-    const claims = { sub: 'bench-bot', iss: signer.thumbprint, aud: 'createInvoice', iat, exp: iat + 60, jti: `o${tag}-${i}` };
-    const input = `${jwsHeader}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
-    out[i] = `${input}.${sign(null, Buffer.from(input), signingKey).toString('base64url')}`;
-  }
-  return out;
-}
-
 /** wrk, closed loop: as fast as the sidecar answers, one fresh token per request (read from a file by the Lua script). */
 async function wrkTokens(dir, name, seconds) {
   await writeFile(join(dir, `${name}.tokens`), `${mint(Math.ceil(seconds * 12_000)).join('\n')}\n`);
@@ -270,21 +168,7 @@ async function wrk(url, seconds, dir, name) {
   const tokens = join(dir, `${name}.tokens`);
   const bodyFile = join(dir, 'bodies.txt');
   if (!existsSync(bodyFile)) await writeFile(bodyFile, `${bodies.join('\n')}\n`);
-  const lua = join(dir, 'wrk.lua');
-  await writeFile(
-    lua,
-    `local tokens, bodies, n = {}, {}, 0
-init = function(args)
-  for line in io.lines(args[1]) do tokens[#tokens + 1] = line end
-  for line in io.lines(args[2]) do bodies[#bodies + 1] = line end
-end
-request = function()
-  n = n + 1
-  if n > #tokens then n = 1 end
-  return wrk.format("POST", "/invoices", { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. tokens[n] }, bodies[(n % #bodies) + 1])
-end
-`,
-  );
+  const lua = join(ROOT, 'bench/wrk.lua');
   const r = spawnSync('wrk', ['-t1', `-c${SATURATION_CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', lua, `${url}/invoices`, '--', tokens, bodyFile], {
     encoding: 'utf8',
   });
@@ -553,6 +437,7 @@ try {
   if (r.lag.p99 > 20) console.log(`warning: the generator itself was late by ${fmt(r.lag.p99)} ms at p99: its core was short of CPU.`);
 } finally {
   for (const c of children) c.kill('SIGKILL');
+  stopAll();
   // The audit file and spool run to tens of MB a run.
   rmSync(dir, { recursive: true, force: true });
 }

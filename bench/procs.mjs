@@ -154,3 +154,24 @@ export function spread(xs, digits = 0) {
   const f = (n) => n.toFixed(digits);
   return v.length === 1 ? f(v[0]) : `${f(median(v))} (${f(Math.min(...v))}–${f(Math.max(...v))})`;
 }
+
+/**
+ * A `--cpu-prof` profile's self time per function (name, file, line), idle left out, most first; `busy` is
+ * the total (µs of sampled wall time).
+ */
+export function selfTimes(profile) {
+  const byNode = new Map();
+  profile.samples.forEach((id, i) => byNode.set(id, (byNode.get(id) ?? 0) + profile.timeDeltas[i]));
+  const self = new Map();
+  let busy = 0;
+  for (const n of profile.nodes) {
+    const us = byNode.get(n.id) ?? 0;
+    if (n.callFrame.functionName === '(idle)') continue;
+    busy += us;
+    const { functionName, url, lineNumber } = n.callFrame;
+    const where = url ? ` ${url.replace(/^.*\/(node_modules|dist)\//, '$1/')}:${lineNumber + 1}` : '';
+    const key = `${functionName || '(anonymous)'}${where}`;
+    self.set(key, (self.get(key) ?? 0) + us);
+  }
+  return { busy, entries: [...self].sort((a, b) => b[1] - a[1]) };
+}

@@ -5,7 +5,7 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cpuSeconds, LOAD_CPU, nginx, node, PROXY_CPU, stopAll } from './procs.mjs';
+import { cpuSeconds, LOAD_CPU, nginx, node, PROXY_CPU, selfTimes, stopAll } from './procs.mjs';
 import { policy, wrk } from './workload.mjs';
 
 const SECONDS = Number(process.env.BENCH_PROFILE_SECONDS ?? 15);
@@ -37,26 +37,13 @@ try {
   const [file] = await readdir(profiles);
   const profile = JSON.parse(await readFile(join(profiles, file), 'utf8'));
 
-  // Self time per function (name, file, line), from the samples' time deltas.
-  const byNode = new Map();
-  profile.samples.forEach((id, i) => byNode.set(id, (byNode.get(id) ?? 0) + profile.timeDeltas[i]));
-  const self = new Map();
-  let busy = 0;
-  for (const n of profile.nodes) {
-    const us = byNode.get(n.id) ?? 0;
-    if (n.callFrame.functionName === '(idle)') continue;
-    busy += us;
-    const { functionName, url, lineNumber } = n.callFrame;
-    const where = url ? ` ${url.replace(/^.*\/(node_modules|dist)\//, '$1/')}:${lineNumber + 1}` : '';
-    const key = `${functionName || '(anonymous)'}${where}`;
-    self.set(key, (self.get(key) ?? 0) + us);
-  }
+  const { busy, entries } = selfTimes(profile);
   const calls = warm.requests + run.requests;
   console.log(
     `\nagents-chain profile, node ${process.version}: ${run.rps.toFixed(0)} req/s, ${((cpu / run.requests) * 1e6).toFixed(0)} µs CPU per call (all threads, /proc); the profile's busy main thread ${(busy / calls).toFixed(0)} µs per call over ${calls} calls (sampled wall time: a descheduled thread counts)\n`,
   );
   console.log('| µs/call | share | function |\n|---:|---:|---|');
-  for (const [key, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP)) {
+  for (const [key, us] of entries.slice(0, TOP)) {
     console.log(`| ${(us / calls).toFixed(1)} | ${((us / busy) * 100).toFixed(1)} % | \`${key}\` |`);
   }
 } finally {

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { cpuSeconds, LOAD_CPU, node, PROXY_CPU, ROOT, stopAll } from './procs.mjs';
+import { cpuSeconds, LOAD_CPU, node, PROXY_CPU, ROOT, selfTimes, stopAll } from './procs.mjs';
 import { policy, mint, bodies } from './workload.mjs';
 const dir = await mkdtemp(join(tmpdir(), 'shed-'));
 await writeFile(join(dir, 'policy.yaml'), policy);
@@ -77,18 +77,8 @@ if (prof) {
   await new Promise((res) => sc.child.once('exit', res));
   const [f] = await readdir(join(dir, 'p'));
   const p = JSON.parse(await readFile(join(dir, 'p', f), 'utf8'));
-  const by = new Map();
-  p.samples.forEach((id, i) => by.set(id, (by.get(id) ?? 0) + p.timeDeltas[i]));
-  const self = new Map();
-  let busy = 0;
-  for (const n of p.nodes) {
-    const us = by.get(n.id) ?? 0;
-    if (n.callFrame.functionName === '(idle)') continue;
-    busy += us;
-    const k = `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.replace(/^.*\/(node_modules|dist)\//, '$1/')}:${n.callFrame.lineNumber + 1}`;
-    self.set(k, (self.get(k) ?? 0) + us);
-  }
-  for (const [k, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 35)) console.log(((us / busy) * 100).toFixed(1).padStart(5), '%', k);
+  const { busy, entries } = selfTimes(p);
+  for (const [k, us] of entries.slice(0, 35)) console.log(((us / busy) * 100).toFixed(1).padStart(5), '%', k);
 }
 stopAll();
 process.exit(0);

@@ -43,10 +43,15 @@ grants:
 const signingKey = createPrivateKey({ key: bot.privateJwk, format: 'jwk' });
 const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'agent+jwt' })).toString('base64url');
 let minted = 0;
-export function mint(n) {
+/**
+ * `atSeconds(i)`, when given: when token i will be used, in seconds from now, so a long open-loop run's tokens
+ * are not expired when their turn comes (iat 10 s before it, well within the 60 s lifetime).
+ */
+export function mint(n, atSeconds) {
   const out = new Array(n);
-  const iat = Math.floor(Date.now() / 1000);
+  const now = Math.floor(Date.now() / 1000);
   for (let i = 0; i < n; i++) {
+    const iat = atSeconds ? now + Math.floor(atSeconds(i)) - 10 : now;
     const claims = { sub: 'bench-bot', iss: signer.thumbprint, aud: 'createInvoice', iat, exp: iat + 60, jti: `b${iat}-${minted++}` };
     const input = `${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
     out[i] = `${input}.${sign(null, Buffer.from(input), signingKey).toString('base64url')}`;
